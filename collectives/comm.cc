@@ -1,0 +1,198 @@
+// comm.cc: communicator creation (join, split), error state, abort and custom ops.
+#include "collectives/comm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include "kernels/host_reduce.h"
+#include "topology/host_identity.h"
+#include "transport/config.h"
+#include "transport/log.h"
+
+namespace strata {
+namespace {
+
+struct LiveSet {
+  std::mutex mu;
+  std::unordered_set<const strataComm*> set;
+};
+LiveSet& live() {
+  static LiveSet* s = new LiveSet();  // never destroyed: comms may be freed during exit
+  return *s;
+}
+
+}  // namespace
+
+void registerComm(Comm* c) {
+  std::lock_guard<std::mutex> lock(live().mu);
+  live().set.insert(c);
+}
+void unregisterComm(Comm* c) {
+  std::lock_guard<std::mutex> lock(live().mu);
+  live().set.erase(c);
+}
+bool isLiveComm(const strataComm* c) {
+  if (!c) return false;
+  std::lock_guard<std::mutex> lock(live().mu);
+  return live().set.count(c) != 0;
+}
+
+RankInfo localRankInfo(int rank) {
+  RankInfo info;
+  info.rank = rank;
+  info.pid = getpid();
+  info.hostHash = topology::hostHash();
+  info.processHash = topology::processHash();
+  std::string h = topology::hostName();
+  std::strncpy(info.hostname, h.c_str(), sizeof(info.hostname) - 1);
+  return info;
+}
+
+Status Comm::create(const strataUniqueId& id, int nranks, int rank, const strataConfig_t* cfg,
+                    std::unique_ptr<Comm>* out) {
+  STRATA_RETURN_IF_ERROR(configStatus());
+  std::unique_ptr<Bootstrap> bs;
+  STRATA_RETURN_IF_ERROR(Bootstrap::join(id, rank, nranks, localRankInfo(rank), config().joinTimeoutSec, &bs));
+  std::unique_ptr<Comm> c(new Comm());
+  STRATA_RETURN_IF_ERROR(c->init(std::move(bs), cfg));
+  *out = std::move(c);
+  return OkStatus();
+}
+
+Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg) {
+  magic = kMagic;
+  bootstrap_ = std::move(bs);
+  rank_ = bootstrap_->rank();
+  nranks_ = bootstrap_->nranks();
+  if (cfg && cfg->commName) name_ = cfg->commName;
+  const auto& infos = bootstrap_->infos();
+  allLocal_ = config().transport != "tcp";
+  for (const RankInfo& i : infos) allLocal_ = allLocal_ && i.hostHash == infos[0].hostHash;
+  customOps_.resize(4);
+  Status st = setupTransports(*bootstrap_, &transports_);
+  if (!st.ok()) return Status(st.code(), fmt::format("rank {}: transport setup failed: {}", rank_, st.message()));
+  log::info("rank {} of {}: communicator ready{}", rank_, nranks_, name_.empty() ? "" : " (" + name_ + ")");
+  return OkStatus();
+}
+
+Status Comm::split(int color, int key, const strataConfig_t* cfg, std::unique_ptr<Comm>* out) {
+  struct Entry {
+    int32_t color, key;
+    RankInfo info;
+  };
+  Entry mine{color, key, localRankInfo(rank_)};
+  int lfd = -1;
+  if (color != STRATA_SPLIT_NOCOLOR) STRATA_RETURN_IF_ERROR(Bootstrap::openListener(&lfd, &mine.info));
+  std::vector<Entry> all(static_cast<size_t>(nranks_));
+  Status st = bootstrap_->allGather(&mine, all.data(), sizeof(Entry));
+  const uint64_t splitIndex = splitCount_++;
+  if (!st.ok() || color == STRATA_SPLIT_NOCOLOR) {
+    if (lfd >= 0) ::close(lfd);
+    *out = nullptr;
+    return st;
+  }
+  std::vector<int> members;
+  for (int r = 0; r < nranks_; ++r)
+    if (all[r].color == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+    return all[a].key != all[b].key ? all[a].key < all[b].key : a < b;
+  });
+  std::vector<RankInfo> infos;
+  int newRank = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    RankInfo inf = all[members[i]].info;
+    inf.rank = static_cast<int>(i);
+    infos.push_back(inf);
+    if (members[i] == rank_) newRank = static_cast<int>(i);
+  }
+  // A tag no other communicator of this job uses: parent tag, split index and colour.
+  uint64_t parts[3] = {bootstrap_->commTag(), splitIndex, static_cast<uint64_t>(static_cast<uint32_t>(color))};
+  uint64_t tag = topology::hashBytes(parts, sizeof(parts));
+  std::unique_ptr<Bootstrap> bs;
+  STRATA_RETURN_IF_ERROR(Bootstrap::fromInfos(lfd, newRank, std::move(infos), tag, bootstrap_->secret(),
+                                              config().joinTimeoutSec, &bs));
+  std::unique_ptr<Comm> c(new Comm());
+  STRATA_RETURN_IF_ERROR(c->init(std::move(bs), cfg));
+  *out = std::move(c);
+  return OkStatus();
+}
+
+Comm::~Comm() { magic = 0; }
+
+void Comm::setLastError(const std::string& msg) {
+  std::lock_guard<std::mutex> lock(errMu_);
+  lastError_ = msg;
+}
+
+std::string Comm::lastError() {
+  std::lock_guard<std::mutex> lock(errMu_);
+  return lastError_;
+}
+
+void Comm::fail(const Status& st) {
+  {
+    std::lock_guard<std::mutex> lock(errMu_);
+    if (!failStatus_.ok()) return;
+    failStatus_ = st;
+    lastError_ = st.message();
+  }
+  asyncError_.store(st.code() == strataAborted ? strataAborted : strataRemoteError);
+  log::warn("{}", st.message());
+  transports_.markFailed();
+  bootstrap_->abort();
+}
+
+Status Comm::failedStatus() {
+  std::lock_guard<std::mutex> lock(errMu_);
+  return failStatus_;
+}
+
+void Comm::abort() {
+  aborted_.store(true);
+  bootstrap_->abort();
+  transports_.bell()->ring();
+  // Calls in other threads notice within one sleep slice (<= 50 ms) and leave.
+  for (int i = 0; i < 400 && activeCalls_.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (failStatus_.ok()) fail(Status(strataAborted, fmt::format("rank {}: communicator aborted", rank_)));
+}
+
+Status Comm::createPreMulSum(const void* scalar, strataDataType_t dtype, strataRedOp_t* op) {
+  size_t idx = 0;
+  while (idx < customOps_.size() && customOps_[idx].live) ++idx;
+  if (idx == customOps_.size()) customOps_.emplace_back();
+  CustomOp& c = customOps_[idx];
+  c.live = true;
+  c.dtype = dtype;
+  std::memset(c.scalar, 0, sizeof(c.scalar));
+  std::memcpy(c.scalar, scalar, kernels::dtypeSize(dtype));
+  *op = static_cast<strataRedOp_t>(strataNumOps + idx);
+  return OkStatus();
+}
+
+const CustomOp* Comm::customOp(strataRedOp_t op) const {
+  if (op < strataNumOps) return nullptr;
+  size_t idx = static_cast<size_t>(op) - strataNumOps;
+  if (idx >= customOps_.size() || !customOps_[idx].live) return nullptr;
+  return &customOps_[idx];
+}
+
+Status Comm::destroyOp(strataRedOp_t op) {
+  if (op < strataNumOps) return invalidArgument("op {} is a built-in op and cannot be destroyed", static_cast<int>(op));
+  size_t idx = static_cast<size_t>(op) - strataNumOps;
+  if (idx >= customOps_.size() || !customOps_[idx].live)
+    return invalidArgument("op {} is not a live custom op of this communicator", static_cast<int>(op));
+  customOps_[idx].live = false;
+  return OkStatus();
+}
+
+char* Comm::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(std::max(bytes, scratch_.size() * 2));
+  return scratch_.data();
+}
+
+}  // namespace strata

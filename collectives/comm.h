@@ -1,0 +1,105 @@
+// comm.h: the communicator. Owns the bootstrap, the transports, the per-communicator scratch and
+// schedule buffers, custom reduction ops, error state and the abort flag. The C API's
+// strataComm_t points at one of these.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collectives/schedule.h"
+#include "strata/strata.h"
+#include "transport/bootstrap.h"
+#include "transport/status.h"
+#include "transport/transport_setup.h"
+
+struct strataComm {
+  uint32_t magic = 0;
+};
+
+namespace strata {
+
+/// A user-created op (pre-multiplied sum): the scalar, stored in the op's data type.
+struct CustomOp {
+  bool live = false;
+  strataDataType_t dtype = strataFloat32;
+  alignas(8) unsigned char scalar[8] = {};
+};
+
+class Comm : public strataComm {
+ public:
+  static constexpr uint32_t kMagic = 0x434f4d4d;  // "COMM"
+
+  /// Joins as `rank` of `nranks` through the unique id's root.
+  static Status create(const strataUniqueId& id, int nranks, int rank, const strataConfig_t* cfg,
+                       std::unique_ptr<Comm>* out);
+  /// Collective over this comm: builds the sub-communicator of `color` (see strataCommSplit).
+  Status split(int color, int key, const strataConfig_t* cfg, std::unique_ptr<Comm>* out);
+  ~Comm();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const std::string& name() const { return name_; }
+  /// True when every rank of the comm is on one machine and reachable without the network (the
+  /// same answer on every rank, so tuner choices agree).
+  bool allLocal() const { return allLocal_; }
+
+  // Error state.
+  void setLastError(const std::string& msg);
+  std::string lastError();
+  /// Records a failure that leaves the comm unusable (peer death, timeout, abort) and tells peers.
+  void fail(const Status& st);
+  Status failedStatus();
+  bool failed() const { return asyncError_.load() != strataSuccess; }
+  strataResult_t asyncError() const { return asyncError_.load(); }
+
+  /// Makes pending and future waits return strataAborted; returns once no call is inside.
+  void abort();
+  bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
+  std::atomic<int>& activeCalls() { return activeCalls_; }
+
+  // Custom ops.
+  Status createPreMulSum(const void* scalar, strataDataType_t dtype, strataRedOp_t* op);
+  Status destroyOp(strataRedOp_t op);
+  const CustomOp* customOp(strataRedOp_t op) const;
+
+  CommTransports& transports() { return transports_; }
+  Connection* conn(int peer) { return transports_.conns[peer].get(); }
+  Bootstrap& bootstrap() { return *bootstrap_; }
+
+  /// Scratch memory of at least `bytes`, kept across calls (grows, never shrinks).
+  char* scratch(size_t bytes);
+  Schedule& schedule() { return schedule_; }
+
+ private:
+  Comm() = default;
+  Status init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg);
+
+  int rank_ = 0, nranks_ = 1;
+  bool allLocal_ = true;
+  uint64_t splitCount_ = 0;
+  std::string name_;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  CommTransports transports_;
+  std::vector<CustomOp> customOps_;
+  std::vector<char> scratch_;
+  Schedule schedule_;
+  std::mutex errMu_;
+  std::string lastError_;
+  Status failStatus_;
+  std::atomic<strataResult_t> asyncError_{strataSuccess};
+  std::atomic<bool> aborted_{false};
+  std::atomic<int> activeCalls_{0};
+};
+
+/// Live-communicator registry, so that a destroyed or foreign handle is an error, not a crash.
+void registerComm(Comm* c);
+void unregisterComm(Comm* c);
+bool isLiveComm(const strataComm* c);
+
+/// This process's RankInfo for a rank about to join.
+RankInfo localRankInfo(int rank);
+
+}  // namespace strata

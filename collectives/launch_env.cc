@@ -1,0 +1,112 @@
+// launch_env.cc: launcher environment variables -> rank, size, root address, unique id.
+#include "collectives/launch_env.h"
+
+#include <arpa/inet.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "topology/host_identity.h"
+#include "transport/bootstrap.h"
+#include "transport/config.h"
+#include "transport/socket.h"
+
+namespace strata {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+bool parseInt(const char* s, int* out) {
+  if (!s) return false;
+  char* end = nullptr;
+  long v = std::strtol(s, &end, 10);
+  if (*end != '\0' || v < 0 || v > (1 << 30)) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+// "node[01-04,07],other" -> "node01"; "a,b" -> "a".
+std::string firstHost(const std::string& list) {
+  std::string h;
+  for (size_t i = 0; i < list.size(); ++i) {
+    char c = list[i];
+    if (c == ',') break;
+    if (c == '[') {
+      size_t j = i + 1;
+      while (j < list.size() && list[j] != '-' && list[j] != ',' && list[j] != ']') h += list[j++];
+      break;
+    }
+    h += c;
+  }
+  return h;
+}
+
+}  // namespace
+
+Status readLaunchEnv(LaunchInfo* out) {
+  const Config& cfg = config();
+  if (!cfg.uniqueId.empty() && env("STRATA_RANK") && env("STRATA_WORLD_SIZE")) {
+    out->source = "strata-run";
+    if (!parseInt(env("STRATA_RANK"), &out->rank) || !parseInt(env("STRATA_WORLD_SIZE"), &out->nranks))
+      return invalidArgument("STRATA_RANK / STRATA_WORLD_SIZE are not integers");
+    if (!uniqueIdFromHex(cfg.uniqueId, &out->id)) return invalidArgument("STRATA_UNIQUE_ID is not a valid strata id");
+    return OkStatus();
+  }
+  std::string jobKey;
+  std::string host;
+  if (env("RANK") && env("WORLD_SIZE")) {
+    out->source = "torchrun";
+    parseInt(env("RANK"), &out->rank);
+    parseInt(env("WORLD_SIZE"), &out->nranks);
+    jobKey = std::string(env("TORCHELASTIC_RUN_ID") ? env("TORCHELASTIC_RUN_ID") : "");
+  } else if (env("OMPI_COMM_WORLD_RANK") && env("OMPI_COMM_WORLD_SIZE")) {
+    out->source = "mpirun";
+    parseInt(env("OMPI_COMM_WORLD_RANK"), &out->rank);
+    parseInt(env("OMPI_COMM_WORLD_SIZE"), &out->nranks);
+    const char* ns = env("PMIX_NAMESPACE") ? env("PMIX_NAMESPACE") : env("OMPI_MCA_ess_base_jobid");
+    jobKey = ns ? ns : "";
+    const char* local = env("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (local && std::strcmp(local, env("OMPI_COMM_WORLD_SIZE")) == 0) host = "127.0.0.1";
+  } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
+    out->source = "srun";
+    parseInt(env("SLURM_PROCID"), &out->rank);
+    parseInt(env("SLURM_NTASKS"), &out->nranks);
+    jobKey = std::string(env("SLURM_JOB_ID") ? env("SLURM_JOB_ID") : "") + "." +
+             (env("SLURM_STEP_ID") ? env("SLURM_STEP_ID") : "");
+    if (env("SLURM_STEP_NODELIST")) host = firstHost(env("SLURM_STEP_NODELIST"));
+  } else {
+    return invalidArgument(
+        "no launch environment found: run under strata-run, torchrun (RANK, WORLD_SIZE, MASTER_ADDR, "
+        "MASTER_PORT), mpirun or srun");
+  }
+  if (out->nranks < 1 || out->rank < 0 || out->rank >= out->nranks)
+    return invalidArgument("{} environment gives rank {} of {}", out->source, out->rank, out->nranks);
+  if (env("MASTER_ADDR")) host = env("MASTER_ADDR");
+  if (host.empty())
+    return invalidArgument("{}: cannot tell where rank 0 is; set MASTER_ADDR and MASTER_PORT", out->source);
+  int port = 0;
+  if (env("STRATA_ROOT_PORT")) parseInt(env("STRATA_ROOT_PORT"), &port);
+  else if (env("MASTER_PORT")) parseInt(env("MASTER_PORT"), &port);
+  else port = 20000 + static_cast<int>(topology::hashBytes(jobKey.data(), jobKey.size()) % 20000);
+  if (port <= 0 || port > 65535) return invalidArgument("root port {} is out of range", port);
+
+  UniqueIdData d;
+  STRATA_RETURN_IF_ERROR(net::resolveHost(host, &d.rootAddr));
+  d.rootPort = htons(static_cast<uint16_t>(port));
+  // No channel exists to hand out a random secret: derive one every rank can compute.
+  std::string seed = fmt::format("{}|{}|{}|{}", jobKey, host, port, out->nranks);
+  uint64_t h1 = topology::hashBytes(seed.data(), seed.size()), h2 = topology::hashBytes(seed.data(), seed.size(), h1);
+  std::memcpy(d.secret, &h1, 8);
+  std::memcpy(d.secret + 8, &h2, 8);
+  d.commTag = h1 ^ h2;
+  // Rank 0 serves the rendezvous on the agreed port; the others retry until it listens.
+  if (out->rank == 0) STRATA_RETURN_IF_ERROR(startRootServer(&d, /*persistent=*/false));
+  out->id = encodeUniqueId(d);
+  return OkStatus();
+}
+
+}  // namespace strata

@@ -1,0 +1,376 @@
+// task.cc: resolving schedules to pointers and running them step by step (see task.h).
+#include "collectives/task.h"
+
+#include <cstring>
+
+#include "collectives/comm.h"
+#include "collectives/tuner.h"
+#include "transport/config.h"
+#include "transport/log.h"
+#include "transport/socket.h"
+
+namespace strata {
+namespace {
+
+size_t alignUp(size_t v) { return (v + 63) & ~size_t(63); }
+
+struct Extents {
+  size_t in, out;
+};
+
+Extents extents(CollType c, size_t count, int n) {
+  const size_t cn = count * static_cast<size_t>(n);
+  switch (c) {
+    case CollType::AllReduce: return {count, count};
+    case CollType::ReduceScatter: return {cn, count};
+    case CollType::AllGather: return {count, cn};
+    case CollType::Broadcast: return {count, count};
+    case CollType::Reduce: return {count, count};
+    case CollType::AllToAll: return {cn, cn};
+    case CollType::Gather: return {count, cn};
+    case CollType::Scatter: return {cn, count};
+  }
+  return {count, count};
+}
+
+}  // namespace
+
+void Task::setCollective(Comm& comm, const CollCall& call) {
+  comm_ = &comm;
+  isP2P_ = false;
+  started_ = false;
+  call_ = call;
+}
+
+void Task::setP2P(Comm& comm, const std::vector<P2PCall>& calls) {
+  comm_ = &comm;
+  isP2P_ = true;
+  started_ = false;
+  p2p_.assign(calls.begin(), calls.end());
+}
+
+Status Task::start() {
+  started_ = true;
+  return isP2P_ ? initP2P(*comm_, p2p_) : initCollective(*comm_, call_);
+}
+
+void Task::reset(Comm& comm) {
+  comm_ = &comm;
+  scaleScalar_ = nullptr;
+  scaleSrc_ = nullptr;
+  scaleDst_ = nullptr;
+  scaleCount_ = 0;
+  divideBuf_ = nullptr;
+  divideCount_ = 0;
+  postDone_ = true;
+  input_ = nullptr;
+  output_ = nullptr;
+  scratch_ = nullptr;
+  ops_.clear();
+  steps_.clear();
+  transfers_.clear();
+  step_ = 0;
+  stepPosted_ = false;
+}
+
+char* Task::resolve(const Slice& s) const {
+  char* base = s.buf == BufId::Input ? const_cast<char*>(input_) : s.buf == BufId::Output ? output_ : scratch_;
+  return base ? base + s.offset * esize_ : nullptr;
+}
+
+Status Task::initCollective(Comm& comm, const CollCall& call) {
+  reset(comm);
+  const int n = comm.nranks(), r = comm.rank();
+  dtype_ = call.dtype;
+  esize_ = kernels::dtypeSize(call.dtype);
+  const bool rooted = call.coll == CollType::Broadcast || call.coll == CollType::Reduce ||
+                      call.coll == CollType::Gather || call.coll == CollType::Scatter;
+  const bool isRoot = !rooted || r == call.root;
+  const bool reduction = call.coll == CollType::AllReduce || call.coll == CollType::ReduceScatter ||
+                         call.coll == CollType::Reduce;
+  red_ = kernels::RedKind::Sum;
+  if (reduction) {
+    switch (call.op) {
+      case strataSum: case strataAvg: red_ = kernels::RedKind::Sum; break;
+      case strataProd: red_ = kernels::RedKind::Prod; break;
+      case strataMax: red_ = kernels::RedKind::Max; break;
+      case strataMin: red_ = kernels::RedKind::Min; break;
+      default: break;  // pre-multiplied sum: Sum plus scaling below
+    }
+  }
+  const Extents ext = extents(call.coll, call.count, n);
+  input_ = static_cast<const char*>(call.sendbuff);
+  output_ = static_cast<char*>(call.recvbuff);
+  if ((call.coll == CollType::Broadcast || call.coll == CollType::Scatter) && !isRoot) input_ = nullptr;
+  if ((call.coll == CollType::Reduce || call.coll == CollType::Gather) && !isRoot) output_ = nullptr;
+
+  const Algo algo = chooseAlgo(TunerInput{call.coll, n, ext.in > ext.out ? ext.in * esize_ : ext.out * esize_,
+                                          comm.allLocal()});
+  label_ = fmt::format("{}({})", collName(call.coll), algoName(algo));
+  Schedule& sched = comm.schedule();
+  buildSchedule(algo, CollArgs{call.coll, n, r, call.root, call.count}, &sched);
+
+  // Staging: pre-multiplied sums scale the input into scratch; in-place all-to-all copies it.
+  const CustomOp* custom = reduction ? comm.customOp(call.op) : nullptr;
+  const bool stageA2A = call.coll == CollType::AllToAll && input_ == output_ && ext.in > 0;
+  const size_t stageElems = (custom || stageA2A) && input_ ? ext.in : 0;
+  const size_t stageBytes = alignUp(stageElems * esize_);
+  char* scratch = comm.scratch(stageBytes + sched.scratchElems * esize_ + 64);
+  if (stageElems) {
+    scaleSrc_ = input_;
+    scaleDst_ = scratch;
+    scaleCount_ = stageElems;
+    scaleScalar_ = custom ? custom->scalar : nullptr;
+    input_ = scratch;
+  }
+  scratch_ = scratch + stageBytes;
+  if (reduction && call.op == strataAvg && output_) {
+    divideBuf_ = output_;
+    divideCount_ = ext.out;
+    postDone_ = false;
+  }
+
+  ops_.reserve(sched.ops.size());
+  for (const Op& op : sched.ops) {
+    ROp ro{op.code, op.peer, nullptr, nullptr, nullptr, op.count};
+    const bool readsSrc = op.code == OpCode::Send || op.code == OpCode::RecvReduce || op.code == OpCode::Copy ||
+                          op.code == OpCode::Reduce;
+    const bool writesDst = op.code != OpCode::Send;
+    if (readsSrc) ro.src = resolve(op.src);
+    if (op.code == OpCode::Reduce) ro.src2 = resolve(op.src2);
+    if (writesDst) ro.dst = resolve(op.dst);
+    if ((readsSrc && !ro.src) || (op.code == OpCode::Reduce && !ro.src2) || (writesDst && !ro.dst))
+      return internalError("{} schedule of rank {} touches a buffer this rank does not have", label_, r);
+    ops_.push_back(ro);
+  }
+  steps_.assign(sched.steps.begin(), sched.steps.end());
+  // Pre-work runs now: scratch is this task's until it finishes (tasks of a comm run in order and
+  // are initialised when they start).
+  if (scaleCount_) {
+    if (scaleScalar_) kernels::scale(scaleDst_, scaleSrc_, scaleCount_, dtype_, scaleScalar_);
+    else kernels::copy(scaleDst_, scaleSrc_, scaleCount_ * esize_);
+  }
+  return OkStatus();
+}
+
+Status Task::initP2P(Comm& comm, const std::vector<P2PCall>& calls) {
+  reset(comm);
+  label_ = "SendRecv";
+  dtype_ = strataUint8;
+  esize_ = 1;
+  steps_.push_back(Schedule::Step{0, 0});
+  for (const P2PCall& c : calls) {
+    const size_t bytes = c.count * kernels::dtypeSize(c.dtype);
+    if (bytes == 0) continue;
+    if (c.peer == comm.rank()) {
+      // Self send/recv pairs are matched in order and copied locally.
+      continue;
+    }
+    ROp ro{c.isSend ? OpCode::Send : OpCode::Recv, c.peer, nullptr, nullptr, nullptr, bytes};
+    if (c.isSend) ro.src = static_cast<const char*>(c.buf);
+    else ro.dst = static_cast<char*>(c.buf);
+    ops_.push_back(ro);
+    steps_[0].numOps++;
+  }
+  // Self messages: the k-th send to self matches the k-th receive from self.
+  std::vector<const P2PCall*> selfSends, selfRecvs;
+  for (const P2PCall& c : calls)
+    if (c.peer == comm.rank() && c.count) (c.isSend ? selfSends : selfRecvs).push_back(&c);
+  if (selfSends.size() != selfRecvs.size())
+    return invalidUsage("rank {}: {} sends to self but {} receives from self in one group", comm.rank(),
+                        selfSends.size(), selfRecvs.size());
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    size_t sb = selfSends[i]->count * kernels::dtypeSize(selfSends[i]->dtype);
+    size_t rb = selfRecvs[i]->count * kernels::dtypeSize(selfRecvs[i]->dtype);
+    if (sb != rb) return invalidUsage("rank {}: send to self of {} bytes but receive of {} bytes", comm.rank(), sb, rb);
+    std::memmove(selfRecvs[i]->buf, selfSends[i]->buf, sb);
+  }
+  if (steps_[0].numOps == 0) steps_.clear();
+  return OkStatus();
+}
+
+void Task::runLocal(const ROp& op) {
+  if (op.code == OpCode::Copy) {
+    if (op.dst != op.src) std::memmove(op.dst, op.src, op.count * esize_);
+  } else {
+    kernels::reduce(op.dst, op.src, op.src2, op.count, dtype_, red_);
+  }
+}
+
+void Task::beginStep() {
+  const Schedule::Step& st = steps_[step_];
+  transfers_.resize(st.numOps);
+  for (uint32_t i = 0; i < st.numOps; ++i) {
+    const ROp& op = ops_[st.firstOp + i];
+    Transfer& t = transfers_[i];
+    t = Transfer{};
+    t.bytes = op.count * esize_;
+    switch (op.code) {
+      case OpCode::Copy:
+      case OpCode::Reduce:
+        runLocal(op);
+        t.complete = true;
+        break;
+      case OpCode::Send:
+        t.kind = Transfer::Send;
+        t.src = op.src;
+        comm_->conn(op.peer)->postSend(&t);
+        break;
+      case OpCode::Recv:
+        t.kind = Transfer::Recv;
+        t.dst = op.dst;
+        comm_->conn(op.peer)->postRecv(&t);
+        break;
+      case OpCode::RecvReduce:
+        t.kind = Transfer::RecvReduce;
+        t.src = op.src;
+        t.dst = op.dst;
+        t.dtype = dtype_;
+        t.op = red_;
+        comm_->conn(op.peer)->postRecv(&t);
+        break;
+    }
+  }
+  stepPosted_ = true;
+}
+
+Status Task::progress(bool* progressed) {
+  while (step_ < steps_.size()) {
+    if (!stepPosted_) beginStep();
+    const Schedule::Step& st = steps_[step_];
+    bool all = true;
+    for (uint32_t i = 0; i < st.numOps; ++i) {
+      if (transfers_[i].complete) continue;
+      STRATA_RETURN_IF_ERROR(comm_->conn(ops_[st.firstOp + i].peer)->progress(progressed));
+      all = all && transfers_[i].complete;
+    }
+    if (!all) {
+      for (uint32_t i = 0; i < st.numOps; ++i) all = all && transfers_[i].complete;
+      if (!all) return OkStatus();
+    }
+    ++step_;
+    stepPosted_ = false;
+    *progressed = true;
+  }
+  if (!postDone_) {
+    kernels::divide(divideBuf_, divideCount_, dtype_, comm_->nranks());
+    postDone_ = true;
+    *progressed = true;
+  }
+  return OkStatus();
+}
+
+void Task::addWaitSources(WaitSet* ws) {
+  if (step_ >= steps_.size() || !stepPosted_) return;
+  const Schedule::Step& st = steps_[step_];
+  for (uint32_t i = 0; i < st.numOps; ++i)
+    if (!transfers_[i].complete && ops_[st.firstOp + i].peer >= 0)
+      comm_->conn(ops_[st.firstOp + i].peer)->addWaitSources(ws);
+}
+
+Status Task::checkPeers() {
+  if (step_ >= steps_.size() || !stepPosted_) return OkStatus();
+  const Schedule::Step& st = steps_[step_];
+  for (uint32_t i = 0; i < st.numOps; ++i)
+    if (!transfers_[i].complete && ops_[st.firstOp + i].peer >= 0)
+      STRATA_RETURN_IF_ERROR(comm_->conn(ops_[st.firstOp + i].peer)->checkPeer());
+  return OkStatus();
+}
+
+std::string Task::describe() const {
+  std::string waiting;
+  if (step_ < steps_.size()) {
+    const Schedule::Step& st = steps_[step_];
+    for (uint32_t i = 0; i < st.numOps && i < transfers_.size(); ++i)
+      if (!transfers_[i].complete && ops_[st.firstOp + i].peer >= 0)
+        waiting += (waiting.empty() ? "" : ", ") + std::to_string(ops_[st.firstOp + i].peer);
+  }
+  return fmt::format("{} step {}/{}{}", label_, step_ + 1, steps_.size(),
+                     waiting.empty() ? "" : ", waiting on rank(s) " + waiting);
+}
+
+Status runTasks(std::vector<std::vector<Task*>>& lists) {
+  const Config& cfg = config();
+  std::vector<size_t> cur(lists.size(), 0);
+  Status first;
+  double lastProgress = net::nowSec(), lastCheck = lastProgress;
+  WaitSet ws;
+  auto failList = [&](size_t li, const Status& st) {
+    Comm* c = lists[li][cur[li]]->comm();
+    c->fail(st);
+    if (first.ok()) first = st;
+    cur[li] = lists[li].size();
+  };
+  auto step = [&](bool* progressed) {
+    bool allDone = true;
+    for (size_t li = 0; li < lists.size(); ++li) {
+      while (cur[li] < lists[li].size()) {
+        Task* t = lists[li][cur[li]];
+        if (!t->started()) {
+          Status st = t->start();
+          if (!st.ok()) {
+            failList(li, Status(st.code(), fmt::format("rank {}: {}", t->comm()->rank(), st.message())));
+            break;
+          }
+        }
+        if (t->comm()->aborted()) {
+          failList(li, Status(strataAborted, fmt::format("rank {}: communicator aborted during {}",
+                                                         t->comm()->rank(), t->describe())));
+          break;
+        }
+        Status st = t->progress(progressed);
+        if (!st.ok()) {
+          failList(li, Status(st.code(), fmt::format("rank {}: {} failed: {}", t->comm()->rank(), t->describe(),
+                                                     st.message())));
+          break;
+        }
+        if (!t->done()) break;
+        ++cur[li];
+      }
+      allDone = allDone && cur[li] >= lists[li].size();
+    }
+    return allDone;
+  };
+  while (true) {
+    bool progressed = false;
+    if (step(&progressed)) break;
+    double now = net::nowSec();
+    if (progressed) {
+      lastProgress = now;
+      continue;
+    }
+    if (now - lastProgress < cfg.spinMicros * 1e-6) continue;
+    if (now - lastCheck > 0.1) {
+      lastCheck = now;
+      for (size_t li = 0; li < lists.size(); ++li) {
+        if (cur[li] >= lists[li].size()) continue;
+        Task* t = lists[li][cur[li]];
+        Status st = t->checkPeers();
+        if (st.ok() && now - lastProgress > cfg.timeoutSec)
+          st = makeError(strataTimeout, "no progress for {} s (STRATA_TIMEOUT)", cfg.timeoutSec);
+        if (!st.ok())
+          failList(li, Status(st.code(), fmt::format("rank {}: {} failed: {}", t->comm()->rank(), t->describe(),
+                                                     st.message())));
+      }
+      continue;
+    }
+    ws.clear();
+    for (size_t li = 0; li < lists.size(); ++li)
+      if (cur[li] < lists[li].size()) {
+        lists[li][cur[li]]->addWaitSources(&ws);
+        Doorbell* own = lists[li][cur[li]]->comm()->transports().bell();
+        bool have = false;
+        for (Doorbell* b : ws.bells) have = have || b == own;
+        if (!have && ws.fds.empty() && ws.bells.empty()) ws.bells.push_back(own);  // abort wakes it
+      }
+    sleepOn(ws, 50000, [&] {
+      bool p = false;
+      step(&p);
+      if (p) lastProgress = net::nowSec();
+      return p;
+    });
+  }
+  return first;
+}
+
+}  // namespace strata

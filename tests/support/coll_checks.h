@@ -1,0 +1,40 @@
+// coll_checks.h: rank-side correctness checks shared by the thread tests and the multi-process
+// worker. Each check runs one collective on verifiable inputs (known exact results in every
+// dtype), in place or not, and records what differed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "collectives/schedule.h"
+#include "strata/strata.h"
+
+namespace strata::testing {
+
+struct CheckReport {
+  int passed = 0;
+  std::vector<std::string> failures;
+  void fail(const std::string& what) {
+    if (failures.size() < 20) failures.push_back(what);
+    else if (failures.size() == 20) failures.push_back("(more failures omitted)");
+  }
+  bool ok() const { return failures.empty(); }
+};
+
+/// Op selector for checks: a built-in op, or kPreMulSum (scalar 2, created and destroyed here).
+constexpr int kPreMulSum = -1;
+
+/// Runs one collective on `comm` and checks this rank's result. Collective over the comm: every
+/// rank must call it with the same arguments.
+void checkCollective(strataComm_t comm, CollType coll, strataDataType_t dtype, int op, size_t count, int root,
+                     bool inPlace, CheckReport* report);
+
+/// Grouped sends/receives forming an all-to-all-v (rank r sends (r + p) % 3 + 1 + base elements
+/// to peer p), plus a self send.
+void checkAllToAllV(strataComm_t comm, strataDataType_t dtype, size_t base, CheckReport* report);
+
+/// The sweep used by the thread and process tests: every collective x in/out of place x counts,
+/// every dtype x op on all-reduce/reduce-scatter/reduce, every root on rooted collectives.
+void runStandardSweep(strataComm_t comm, bool quick, CheckReport* report);
+
+}  // namespace strata::testing

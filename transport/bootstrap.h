@@ -1,0 +1,112 @@
+// bootstrap.h: rendezvous before any transport exists. A unique id carries the root's address and a
+// random 128-bit secret; each rank connects to the root, proves the secret, sends its RankInfo and
+// receives everybody's. Ranks then form a ring of sockets used for small setup collectives
+// (allgather, barrier) for the rest of the communicator's life (e.g. by split).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/strata.h"
+#include "transport/status.h"
+
+namespace strata {
+
+/// What every rank tells every other rank at init.
+struct RankInfo {
+  int rank = -1;
+  int pid = 0;
+  uint64_t hostHash = 0;     ///< equal for ranks on one machine (hostname + boot id)
+  uint64_t processHash = 0;  ///< equal for ranks that are threads of one process
+  uint32_t addr = 0;         ///< IPv4 address (network order) of this rank's listener
+  uint16_t port = 0;         ///< listener port (network order)
+  uint64_t localPtr = 0;     ///< same-process peers: address of this rank's local endpoint
+  char hostname[64] = {};
+};
+
+/// The decoded contents of a strataUniqueId.
+struct UniqueIdData {
+  uint32_t magic = 0;
+  uint32_t rootAddr = 0;  ///< network order
+  uint16_t rootPort = 0;  ///< network order
+  uint8_t secret[16] = {};
+  uint64_t commTag = 0;   ///< random; names shared-memory segments of this communicator
+};
+
+UniqueIdData decodeUniqueId(const strataUniqueId& id);
+/// Encodes `d`, setting its magic.
+strataUniqueId encodeUniqueId(const UniqueIdData& d);
+std::string uniqueIdToHex(const strataUniqueId& id);
+bool uniqueIdFromHex(const std::string& hex, strataUniqueId* id);
+
+/// Creates a unique id and starts its root server on a background thread in this process. A
+/// one-shot root serves one rendezvous and exits; a persistent root (strata-run's) serves rounds
+/// of `nranks` joins until the process exits, so a program may create several communicators with
+/// the job's id, one after the other.
+Status createUniqueId(strataUniqueId* id, bool persistent);
+/// Starts a root server for `d` on d->rootPort (0: any port, written back). Used by
+/// createUniqueId and by environment launches where rank 0 serves an agreed port.
+Status startRootServer(UniqueIdData* d, bool persistent);
+
+/// One rank's side of the bootstrap: the joined world and the setup ring.
+class Bootstrap {
+ public:
+  ~Bootstrap();
+  /// Joins the rendezvous of `id` as `rank` of `nranks`; fills everybody's RankInfo. `self` is
+  /// this rank's info (rank, pid, host and process hashes, localPtr); addr/port are filled in.
+  static Status join(const strataUniqueId& id, int rank, int nranks, RankInfo self, double timeoutSec,
+                     std::unique_ptr<Bootstrap>* out);
+  /// Builds a bootstrap from already exchanged infos (used by split, which gathers them over the
+  /// parent): takes ownership of `listenFd` (from openListener) and connects the ring.
+  static Status fromInfos(int listenFd, int rank, std::vector<RankInfo> infos, uint64_t commTag,
+                          const uint8_t secret[16], double timeoutSec, std::unique_ptr<Bootstrap>* out);
+  /// Opens a listener and fills self->addr/port.
+  static Status openListener(int* fd, RankInfo* self);
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const std::vector<RankInfo>& infos() const { return infos_; }
+  uint64_t commTag() const { return commTag_; }
+  const uint8_t* secret() const { return secret_; }
+  /// This rank's listening socket, also used by transports to accept their connections.
+  int listenFd() const { return listenFd_; }
+
+  /// Ring allgather of `bytes` per rank: all[r*bytes ..] = rank r's `mine`.
+  Status allGather(const void* mine, void* all, size_t bytes);
+  Status barrier();
+  /// Makes blocking bootstrap calls fail fast (abort).
+  void abort() { aborted_.store(true); }
+  const std::atomic<bool>* abortFlag() const { return &aborted_; }
+
+  /// Connection purposes on the shared listener.
+  enum Kind : uint32_t { kRing = 1, kData = 2 };
+  /// Connects to `peer`'s listener and introduces itself (kind, index) with the secret.
+  Status connectPeer(int peer, Kind kind, int index, double deadline, int* fd);
+  /// Accepts the connection `peer` makes with (kind, index); connections meant for other calls are
+  /// kept until asked for. Strangers (wrong secret or tag) are dropped with a warning.
+  Status acceptPeer(int peer, Kind kind, int index, double deadline, int* fd);
+
+ private:
+  Bootstrap() = default;
+  Status connectRing();
+
+  int rank_ = 0, nranks_ = 1;
+  int listenFd_ = -1;
+  int nextFd_ = -1;  ///< to rank+1
+  int prevFd_ = -1;  ///< from rank-1
+  uint64_t commTag_ = 0;
+  uint8_t secret_[16] = {};
+  double timeoutSec_ = 600;
+  std::vector<RankInfo> infos_;
+  std::atomic<bool> aborted_{false};
+  struct Pending {
+    uint32_t kind;
+    int rank, index, fd;
+  };
+  std::vector<Pending> pending_;
+};
+
+}  // namespace strata

@@ -1,0 +1,193 @@
+// config.cc: parsing of the environment into Config, through a table of typed entries.
+#include "transport/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+
+namespace strata {
+namespace {
+
+struct Entry {
+  const char* name;
+  const char* type;
+  const char* help;
+  std::function<Status(Config&, const std::string&)> set;
+  std::function<std::string(const Config&)> get;
+};
+
+Status parseDouble(const char* name, const std::string& v, double min, double* out) {
+  char* end = nullptr;
+  errno = 0;
+  double d = std::strtod(v.c_str(), &end);
+  if (errno != 0 || end == v.c_str() || *end != '\0' || d < min)
+    return invalidArgument("{}='{}' is not a number >= {}", name, v, min);
+  *out = d;
+  return OkStatus();
+}
+
+Status parseSize(const char* name, const std::string& v, size_t min, size_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+  size_t mult = 1;
+  if (end && (*end == 'k' || *end == 'K')) mult = 1ull << 10, ++end;
+  else if (end && (*end == 'm' || *end == 'M')) mult = 1ull << 20, ++end;
+  if (errno != 0 || end == v.c_str() || *end != '\0' || v[0] == '-' || x * mult < min)
+    return invalidArgument("{}='{}' is not a size >= {} (plain bytes, or with K/M)", name, v, min);
+  *out = x * mult;
+  return OkStatus();
+}
+
+Status parseChoice(const char* name, const std::string& v, std::initializer_list<const char*> choices,
+                   std::string* out) {
+  std::string all;
+  for (const char* c : choices) {
+    if (v == c) {
+      *out = v;
+      return OkStatus();
+    }
+    all += all.empty() ? "" : "|";
+    all += c;
+  }
+  return invalidArgument("{}='{}' is not one of {}", name, v, all);
+}
+
+const std::vector<Entry>& entries() {
+  static const std::vector<Entry> table = {
+      {"STRATA_ALGO", "choice", "collective algorithm: auto|ring|rhd|tree|direct|oneshot|pairwise|bruck|linear",
+       [](Config& c, const std::string& v) {
+         return parseChoice("STRATA_ALGO", v,
+                            {"auto", "ring", "rhd", "tree", "direct", "oneshot", "pairwise", "bruck", "linear"}, &c.algo);
+       },
+       [](const Config& c) { return c.algo; }},
+      {"STRATA_TRANSPORT", "choice", "transport between ranks of one machine: auto|local|tcp",
+       [](Config& c, const std::string& v) {
+         return parseChoice("STRATA_TRANSPORT", v, {"auto", "local", "tcp"}, &c.transport);
+       },
+       [](const Config& c) { return c.transport; }},
+      {"STRATA_JOIN_TIMEOUT", "seconds", "how long init waits for every rank to join",
+       [](Config& c, const std::string& v) { return parseDouble("STRATA_JOIN_TIMEOUT", v, 0.001, &c.joinTimeoutSec); },
+       [](const Config& c) { return fmt::format("{}", c.joinTimeoutSec); }},
+      {"STRATA_TIMEOUT", "seconds", "how long a pending operation waits for a peer before failing",
+       [](Config& c, const std::string& v) { return parseDouble("STRATA_TIMEOUT", v, 0.001, &c.timeoutSec); },
+       [](const Config& c) { return fmt::format("{}", c.timeoutSec); }},
+      {"STRATA_LOG_LEVEL", "choice", "stderr log level: error|warn|info|debug|trace",
+       [](Config& c, const std::string& v) {
+         return parseChoice("STRATA_LOG_LEVEL", v, {"error", "warn", "info", "debug", "trace"}, &c.logLevel);
+       },
+       [](const Config& c) { return c.logLevel; }},
+      {"STRATA_LOCAL_SLOT_BYTES", "bytes", "slot size of the shared-memory FIFO per directed pair",
+       [](Config& c, const std::string& v) { return parseSize("STRATA_LOCAL_SLOT_BYTES", v, 4096, &c.localSlotBytes); },
+       [](const Config& c) { return fmt::format("{}", c.localSlotBytes); }},
+      {"STRATA_LOCAL_SLOTS", "count", "slots of the shared-memory FIFO per directed pair (2..64)",
+       [](Config& c, const std::string& v) {
+         size_t n = 0;
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_LOCAL_SLOTS", v, 2, &n));
+         if (n > 64) return invalidArgument("STRATA_LOCAL_SLOTS='{}' is above 64", v);
+         c.localSlots = static_cast<int>(n);
+         return OkStatus();
+       },
+       [](const Config& c) { return fmt::format("{}", c.localSlots); }},
+      {"STRATA_TCP_SOCKETS", "count", "tcp sockets per peer pair (1..16)",
+       [](Config& c, const std::string& v) {
+         size_t n = 0;
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_TCP_SOCKETS", v, 1, &n));
+         if (n > 16) return invalidArgument("STRATA_TCP_SOCKETS='{}' is above 16", v);
+         c.tcpSockets = static_cast<int>(n);
+         return OkStatus();
+       },
+       [](const Config& c) { return fmt::format("{}", c.tcpSockets); }},
+      {"STRATA_TCP_CHUNK_BYTES", "bytes", "payload bytes per framed tcp chunk",
+       [](Config& c, const std::string& v) { return parseSize("STRATA_TCP_CHUNK_BYTES", v, 4096, &c.tcpChunkBytes); },
+       [](const Config& c) { return fmt::format("{}", c.tcpChunkBytes); }},
+      {"STRATA_SPIN_US", "microseconds", "busy-poll time before a wait sleeps",
+       [](Config& c, const std::string& v) { return parseDouble("STRATA_SPIN_US", v, 0, &c.spinMicros); },
+       [](const Config& c) { return fmt::format("{}", c.spinMicros); }},
+      {"STRATA_SOCKET_ADDR", "address", "IPv4 address this rank advertises to peers (default: auto)",
+       [](Config& c, const std::string& v) {
+         c.socketAddr = v;
+         return OkStatus();
+       },
+       [](const Config& c) { return c.socketAddr; }},
+      {"STRATA_UNIQUE_ID", "hex", "the job's unique id (set by strata-run; ncclGetUniqueId returns it)",
+       [](Config& c, const std::string& v) {
+         c.uniqueId = v;
+         return OkStatus();
+       },
+       [](const Config& c) { return c.uniqueId.empty() ? std::string() : std::string("(set)"); }},
+      {"STRATA_CHECK_ARGS", "bool", "check that all ranks call the same collective with the same arguments",
+       [](Config& c, const std::string& v) {
+         if (v == "1" || v == "true") c.checkArgs = true;
+         else if (v == "0" || v == "false") c.checkArgs = false;
+         else return invalidArgument("STRATA_CHECK_ARGS='{}' is not 0|1", v);
+         return OkStatus();
+       },
+       [](const Config& c) { return std::string(c.checkArgs ? "1" : "0"); }},
+  };
+  return table;
+}
+
+struct State {
+  std::mutex mu;
+  Config cfg;
+  Status status;
+  bool loaded = false;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+Status parseEnv(Config* out) {
+  Config c;
+  for (const Entry& e : entries()) {
+    const char* v = std::getenv(e.name);
+    if (v == nullptr || *v == '\0') continue;
+    STRATA_RETURN_IF_ERROR(e.set(c, v));
+  }
+  *out = c;
+  return OkStatus();
+}
+
+}  // namespace
+
+const Config& config() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.loaded) {
+    s.loaded = true;
+    s.status = parseEnv(&s.cfg);
+  }
+  return s.cfg;
+}
+
+Status reloadConfig() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.loaded = true;
+  Config c;
+  Status st = parseEnv(&c);
+  s.status = st;
+  if (st.ok()) s.cfg = c;
+  return st;
+}
+
+Status configStatus() {
+  (void)config();
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.status;
+}
+
+std::vector<ConfigEntry> describeConfig() {
+  const Config& cur = config();
+  Config def;
+  std::vector<ConfigEntry> out;
+  for (const Entry& e : entries()) out.push_back({e.name, e.type, e.get(def), e.get(cur), e.help});
+  return out;
+}
+
+}  // namespace strata

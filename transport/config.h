@@ -1,0 +1,48 @@
+// config.h: the one typed registry of strata's environment variables. Every tunable is declared
+// here once (name, type, default, help); nothing else in the code base calls getenv for settings.
+// `strata-run --config` prints the table.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "transport/status.h"
+
+namespace strata {
+
+struct Config {
+  std::string algo = "auto";        ///< STRATA_ALGO: auto|ring|rhd|tree|direct|oneshot|pairwise|bruck|linear
+  std::string transport = "auto";   ///< STRATA_TRANSPORT: auto|local|tcp (tcp forces the network)
+  double joinTimeoutSec = 120;      ///< STRATA_JOIN_TIMEOUT: seconds for all ranks to join
+  double timeoutSec = 600;          ///< STRATA_TIMEOUT: seconds a pending operation may wait
+  std::string logLevel = "warn";    ///< STRATA_LOG_LEVEL: error|warn|info|debug|trace
+  size_t localSlotBytes = 256 << 10;  ///< STRATA_LOCAL_SLOT_BYTES: shm FIFO slot size
+  int localSlots = 4;               ///< STRATA_LOCAL_SLOTS: shm FIFO slots per directed pair
+  int tcpSockets = 2;               ///< STRATA_TCP_SOCKETS: sockets per peer pair
+  size_t tcpChunkBytes = 512 << 10; ///< STRATA_TCP_CHUNK_BYTES: bytes per framed tcp chunk
+  double spinMicros = 50;           ///< STRATA_SPIN_US: busy-poll before sleeping
+  std::string socketAddr;           ///< STRATA_SOCKET_ADDR: address to advertise (default: auto)
+  std::string uniqueId;             ///< STRATA_UNIQUE_ID: the job's id, set by strata-run
+  bool checkArgs = false;           ///< STRATA_CHECK_ARGS: verify all ranks call the same collective
+};
+
+struct ConfigEntry {
+  std::string name;
+  std::string type;
+  std::string defaultValue;
+  std::string value;
+  std::string help;
+};
+
+/// The process-wide configuration, read from the environment on first use.
+const Config& config();
+/// Re-reads the environment (tests). Fails naming the variable and value that did not parse;
+/// the previous configuration stays in force then.
+Status reloadConfig();
+/// The first parse error seen by config(), if any (reported at communicator creation).
+Status configStatus();
+/// Every entry with its current value, for documentation and `strata-run --config`.
+std::vector<ConfigEntry> describeConfig();
+
+}  // namespace strata

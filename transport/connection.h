@@ -1,0 +1,53 @@
+// connection.h: the interface between executors and transports. A transport sets up one
+// Connection per peer; a Connection moves posted transfers in order, without blocking, whenever it
+// is progressed. Sends and receives to one peer match in posting order (FIFO per direction) and
+// must have equal byte counts (a mismatch is an error naming both sides).
+#pragma once
+
+#include <poll.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/host_reduce.h"
+#include "transport/status.h"
+#include "transport/waiter.h"
+
+namespace strata {
+
+/// One posted transfer, owned by the caller until `complete`.
+struct Transfer {
+  enum Kind : uint8_t { Send, Recv, RecvReduce };
+  Kind kind = Send;
+  const void* src = nullptr;  ///< Send: the data. RecvReduce: the local operand.
+  void* dst = nullptr;        ///< Recv / RecvReduce: where the result goes.
+  size_t bytes = 0;           ///< > 0
+  strataDataType_t dtype = strataUint8;  ///< RecvReduce only
+  kernels::RedKind op = kernels::RedKind::Sum;
+  bool complete = false;
+  // Transport bookkeeping.
+  size_t posted = 0;      ///< bytes handed to the transport (sends) / consumed (receives)
+  uint64_t lastSeq = 0;   ///< transport sequence number of the last chunk
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual int peer() const = 0;
+  virtual const char* kindName() const = 0;
+  /// Appends to the send / receive queue. Never blocks.
+  virtual void postSend(Transfer* t) = 0;
+  virtual void postRecv(Transfer* t) = 0;
+  /// Moves data for queued transfers; sets *progressed if anything moved. Fails (naming the peer)
+  /// when the peer died, broke the connection, or sent something that does not match.
+  virtual Status progress(bool* progressed) = 0;
+  /// What to sleep on when nothing moves: a doorbell, or socket events to poll.
+  virtual void addWaitSources(WaitSet* ws) = 0;
+  /// Liveness check run by waits every ~100 ms: fails if the peer is known dead.
+  virtual Status checkPeer() = 0;
+  /// True when no transfer is queued.
+  virtual bool idle() const = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,125 @@
+// local_connection.cc: FIFO progress for same-machine peers. Each chunk: the sender fills slot
+// head % slots (data or pointer), publishes head with release order and rings the receiver's
+// doorbell; the receiver copies or reduces the chunk into place, publishes tail and rings back.
+#include "transport/local_connection.h"
+
+#include <errno.h>
+#include <signal.h>
+
+#include <cstring>
+
+#include "kernels/host_reduce.h"
+
+namespace strata {
+
+LocalConnection::LocalConnection(int myRank, int peer, std::shared_ptr<Endpoint> mine,
+                                 std::shared_ptr<Endpoint> theirs, bool pointerMode, int peerPid)
+    : me_(myRank),
+      peer_(peer),
+      mine_(std::move(mine)),
+      theirs_(std::move(theirs)),
+      out_(theirs_->channel(myRank)),
+      in_(mine_->channel(peer)),
+      pointerMode_(pointerMode),
+      peerPid_(peerPid),
+      slots_(theirs_->header()->slots),
+      slotBytes_(theirs_->header()->slotBytes) {
+  outHead_ = out_->head.load(std::memory_order_relaxed);
+  inTail_ = in_->tail.load(std::memory_order_relaxed);
+}
+
+Status LocalConnection::progressSends(bool* progressed) {
+  bool published = false;
+  while (!sends_.empty()) {
+    Transfer* t = sends_.front();
+    uint64_t tail = out_->tail.load(std::memory_order_acquire);
+    while (t->posted < t->bytes && outHead_ - tail < slots_) {
+      const size_t chunk = std::min<uint64_t>(slotBytes_, t->bytes - t->posted);
+      SlotDesc& d = out_->desc[outHead_ % slots_];
+      d.msgBytes = t->bytes;
+      d.chunkBytes = chunk;
+      const char* src = static_cast<const char*>(t->src) + t->posted;
+      if (pointerMode_) {
+        d.ptr = reinterpret_cast<uint64_t>(src);
+      } else {
+        kernels::copy(theirs_->slotData(me_, outHead_), src, chunk);
+        d.ptr = 0;
+      }
+      t->posted += chunk;
+      t->lastSeq = outHead_;
+      ++outHead_;
+      out_->head.store(outHead_, std::memory_order_release);
+      published = true;
+    }
+    // Copy mode: the data is in the slots, the user buffer is free. Pointer mode: wait until the
+    // receiver consumed our last chunk, since it reads our buffer.
+    bool done = t->posted == t->bytes && (!pointerMode_ || tail > t->lastSeq);
+    if (!done) break;
+    t->complete = true;
+    sends_.pop_front();
+    *progressed = true;
+  }
+  if (published) {
+    theirs_->header()->bell.ring();
+    *progressed = true;
+  }
+  return OkStatus();
+}
+
+Status LocalConnection::progressRecvs(bool* progressed) {
+  bool consumed = false;
+  while (!recvs_.empty()) {
+    Transfer* t = recvs_.front();
+    uint64_t head = in_->head.load(std::memory_order_acquire);
+    while (t->posted < t->bytes && inTail_ < head) {
+      const SlotDesc& d = in_->desc[inTail_ % slots_];
+      const size_t expect = std::min<uint64_t>(slotBytes_, t->bytes - t->posted);
+      if (d.msgBytes != t->bytes || d.chunkBytes != expect)
+        return invalidUsage("message size mismatch: rank {} sent {} bytes, rank {} expects {} bytes", peer_,
+                            d.msgBytes, me_, t->bytes);
+      const void* src = pointerMode_ ? reinterpret_cast<const void*>(d.ptr) : mine_->slotData(peer_, inTail_);
+      char* dst = static_cast<char*>(t->dst) + t->posted;
+      if (t->kind == Transfer::Recv) {
+        kernels::copy(dst, src, d.chunkBytes);
+      } else {
+        const size_t es = kernels::dtypeSize(t->dtype);
+        kernels::reduce(dst, static_cast<const char*>(t->src) + t->posted, src, d.chunkBytes / es, t->dtype, t->op);
+      }
+      t->posted += d.chunkBytes;
+      ++inTail_;
+      in_->tail.store(inTail_, std::memory_order_release);
+      consumed = true;
+    }
+    if (t->posted < t->bytes) break;
+    t->complete = true;
+    recvs_.pop_front();
+    *progressed = true;
+  }
+  if (consumed) {
+    theirs_->header()->bell.ring();
+    *progressed = true;
+  }
+  return OkStatus();
+}
+
+Status LocalConnection::progress(bool* progressed) {
+  STRATA_RETURN_IF_ERROR(progressSends(progressed));
+  return progressRecvs(progressed);
+}
+
+void LocalConnection::addWaitSources(WaitSet* ws) {
+  Doorbell* b = &mine_->header()->bell;
+  for (Doorbell* x : ws->bells)
+    if (x == b) return;
+  ws->bells.push_back(b);
+}
+
+Status LocalConnection::checkPeer() {
+  if (theirs_->header()->failed.load(std::memory_order_relaxed))
+    return remoteError("rank {} failed or aborted (reported through shared memory)", peer_);
+  if (!pointerMode_ && peerPid_ > 0 && kill(peerPid_, 0) != 0 && errno == ESRCH)
+    return remoteError("rank {} (pid {}) died", peer_, peerPid_);
+  return OkStatus();
+}
+
+}  // namespace strata

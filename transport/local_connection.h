@@ -1,0 +1,44 @@
+// local_connection.h: a Connection to a peer on the same machine, over endpoint channels (see
+// local_endpoint.h). Outgoing chunks go into the peer's channel for us; incoming chunks come from
+// our channel for the peer. Pointer mode (same process) publishes addresses; copy mode (other
+// process) copies through the shared staging slots.
+#pragma once
+
+#include <deque>
+#include <memory>
+
+#include "transport/connection.h"
+#include "transport/local_endpoint.h"
+
+namespace strata {
+
+class LocalConnection final : public Connection {
+ public:
+  LocalConnection(int myRank, int peer, std::shared_ptr<Endpoint> mine, std::shared_ptr<Endpoint> theirs,
+                  bool pointerMode, int peerPid);
+  int peer() const override { return peer_; }
+  const char* kindName() const override { return pointerMode_ ? "local(threads)" : "local(shm)"; }
+  void postSend(Transfer* t) override { sends_.push_back(t); }
+  void postRecv(Transfer* t) override { recvs_.push_back(t); }
+  Status progress(bool* progressed) override;
+  void addWaitSources(WaitSet* ws) override;
+  Status checkPeer() override;
+  bool idle() const override { return sends_.empty() && recvs_.empty(); }
+
+ private:
+  Status progressSends(bool* progressed);
+  Status progressRecvs(bool* progressed);
+
+  int me_, peer_;
+  std::shared_ptr<Endpoint> mine_, theirs_;
+  ChannelCtrl* out_;  ///< in the peer's endpoint: chunks we send
+  ChannelCtrl* in_;   ///< in our endpoint: chunks the peer sends
+  bool pointerMode_;
+  int peerPid_;
+  uint32_t slots_;
+  uint64_t slotBytes_;
+  uint64_t outHead_ = 0, inTail_ = 0;
+  std::deque<Transfer*> sends_, recvs_;
+};
+
+}  // namespace strata

@@ -1,0 +1,85 @@
+// local_endpoint.h: the memory a rank exposes to peers on its machine. One Endpoint per rank per
+// communicator holds the rank's doorbell, a failure flag, and one incoming channel per local peer
+// (a FIFO of slots). Ranks that are threads of one process pass pointers through the slots (the
+// receiver copies straight from the sender's buffer: single copy); ranks in other processes copy
+// data through the slots' shared staging area, which lives in a POSIX shared-memory segment.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transport/status.h"
+#include "transport/waiter.h"
+
+namespace strata {
+
+constexpr int kMaxLocalSlots = 64;
+
+struct SlotDesc {
+  uint64_t msgBytes;   ///< total bytes of the message this chunk belongs to (framing check)
+  uint64_t chunkBytes;
+  uint64_t ptr;        ///< pointer mode: sender's address of the chunk
+};
+
+/// One directed channel (sender -> this endpoint's rank). head/tail count chunks.
+struct alignas(64) ChannelCtrl {
+  alignas(64) std::atomic<uint64_t> head{0};  ///< chunks published by the sender
+  alignas(64) std::atomic<uint64_t> tail{0};  ///< chunks consumed by the receiver
+  alignas(64) SlotDesc desc[kMaxLocalSlots];
+};
+
+struct alignas(64) EndpointHeader {
+  uint32_t magic;
+  int32_t rank;
+  int32_t nranks;
+  int32_t pid;
+  uint32_t slots;
+  uint64_t slotBytes;
+  std::atomic<uint32_t> failed;  ///< set when this rank failed or aborted: peers stop waiting on it
+  Doorbell bell;
+};
+
+/// A mapped endpoint (own or a peer's). Layout: header, ChannelCtrl[nranks] (indexed by sender),
+/// then, if `withData`, nranks * slots * slotBytes of staging (sparse: pages are touched only by
+/// channels in use).
+class Endpoint {
+ public:
+  ~Endpoint();
+  /// Creates this rank's endpoint. `shmName` empty: process memory only (all local peers are
+  /// threads); otherwise a shared-memory segment of that name.
+  static Status create(const std::string& shmName, int rank, int nranks, int slots, size_t slotBytes,
+                       bool withData, std::shared_ptr<Endpoint>* out);
+  /// Maps a peer's segment (another process on this machine).
+  static Status open(const std::string& shmName, int expectRank, std::shared_ptr<Endpoint>* out);
+  /// Removes the segment's name (after every peer mapped it); the memory stays until unmapped.
+  void unlink();
+
+  EndpointHeader* header() const { return header_; }
+  ChannelCtrl* channel(int sender) const { return channels_ + sender; }
+  char* slotData(int sender, uint64_t slot) const;
+  bool hasData() const { return data_ != nullptr; }
+
+ private:
+  Endpoint() = default;
+  void layout(void* base, bool withData);
+  void* base_ = nullptr;
+  size_t size_ = 0;
+  bool shm_ = false;
+  std::string name_;
+  EndpointHeader* header_ = nullptr;
+  ChannelCtrl* channels_ = nullptr;
+  char* data_ = nullptr;
+};
+
+/// Process-wide registry so that thread ranks of one process find each other's endpoints; holds
+/// shared ownership so an endpoint outlives every peer still touching it.
+void registerLocalEndpoint(uint64_t commTag, int rank, std::shared_ptr<Endpoint> ep);
+std::shared_ptr<Endpoint> findLocalEndpoint(uint64_t commTag, int rank);
+void unregisterLocalEndpoint(uint64_t commTag, int rank);
+
+std::string endpointShmName(uint64_t commTag, int rank);
+
+}  // namespace strata

@@ -1,0 +1,43 @@
+// socket.h: small TCP helpers shared by the bootstrap and the tcp transport: listen, connect with
+// retry, full-message send/recv with deadlines and an abort flag, and address discovery.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "transport/status.h"
+
+namespace strata::net {
+
+/// Monotonic seconds.
+double nowSec();
+
+/// Opens a listening socket on all interfaces (port 0 = any); returns fd and the chosen port
+/// (network order).
+Status listenAny(uint16_t portNetOrder, int* fd, uint16_t* boundPortNetOrder);
+/// The IPv4 address (network order) to advertise: STRATA_SOCKET_ADDR if set, else the address of
+/// the first non-loopback interface that is up, else 127.0.0.1.
+uint32_t advertisedAddr();
+/// Resolves a host name or dotted address (network order).
+Status resolveHost(const std::string& host, uint32_t* addrNetOrder);
+std::string addrToString(uint32_t addrNetOrder, uint16_t portNetOrder);
+
+/// Connects to addr:port, retrying refused connections until `deadline` (nowSec() based).
+Status connectTo(uint32_t addrNetOrder, uint16_t portNetOrder, double deadline, int* fd);
+/// Accepts one connection, waiting until `deadline`; fails fast when *abort becomes true.
+Status acceptOne(int listenFd, double deadline, const std::atomic<bool>* abort, int* fd);
+
+/// Sends / receives exactly n bytes on a blocking-or-not socket, waiting with poll() until
+/// `deadline`. `what` names the peer in errors ("rank 3").
+Status sendAll(int fd, const void* p, size_t n, double deadline, const std::atomic<bool>* abort,
+               const std::string& what);
+Status recvAll(int fd, void* p, size_t n, double deadline, const std::atomic<bool>* abort,
+               const std::string& what);
+
+void setNonBlocking(int fd);
+void setNoDelay(int fd);
+void closeFd(int* fd);
+
+}  // namespace strata::net

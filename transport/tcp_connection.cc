@@ -1,0 +1,183 @@
+// tcp_connection.cc: non-blocking progress of framed chunks over the sockets of one peer pair.
+#include "transport/tcp_connection.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "kernels/host_reduce.h"
+#include "transport/socket.h"
+
+namespace strata {
+
+constexpr uint32_t kChunkMagic = 0x43484e4b;  // "CHNK"
+
+TcpConnection::TcpConnection(int myRank, int peer, std::vector<int> fds, size_t chunkBytes)
+    : me_(myRank), peer_(peer), chunk_(chunkBytes), socks_(fds.size()) {
+  for (size_t i = 0; i < fds.size(); ++i) {
+    socks_[i].fd = fds[i];
+    net::setNonBlocking(fds[i]);
+    net::setNoDelay(fds[i]);
+    int buf = 4 << 20;
+    setsockopt(fds[i], SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+    setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+  }
+}
+
+TcpConnection::~TcpConnection() {
+  for (SockState& s : socks_) net::closeFd(&s.fd);
+}
+
+void TcpConnection::postSend(Transfer* t) {
+  Posted p{t, sendSeq_, chunksOf(t->bytes)};
+  sendSeq_ += p.nchunks;
+  sends_.push_back(p);
+}
+
+void TcpConnection::postRecv(Transfer* t) {
+  Posted p{t, recvSeq_, chunksOf(t->bytes)};
+  recvSeq_ += p.nchunks;
+  recvs_.push_back(p);
+}
+
+Status TcpConnection::fail(Status st) {
+  if (broken_.ok()) broken_ = st;
+  return broken_;
+}
+
+bool TcpConnection::locate(std::deque<Posted>& q, uint64_t seq, Transfer** t, size_t* off) {
+  for (Posted& p : q) {
+    if (seq >= p.firstSeq && seq < p.firstSeq + p.nchunks) {
+      *t = p.t;
+      *off = (seq - p.firstSeq) * chunk_;
+      return true;
+    }
+  }
+  return false;
+}
+
+Status TcpConnection::progressSend(SockState& s, bool* progressed) {
+  while (s.sending) {
+    const size_t hdr = sizeof(Header), total = hdr + s.sendHdr.chunkBytes;
+    ssize_t w;
+    if (s.sendDone < hdr) {
+      iovec iov[2] = {{reinterpret_cast<char*>(&s.sendHdr) + s.sendDone, hdr - s.sendDone},
+                      {const_cast<char*>(s.sendData), s.sendHdr.chunkBytes}};
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = 2;
+      w = ::sendmsg(s.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } else {
+      w = ::send(s.fd, s.sendData + (s.sendDone - hdr), total - s.sendDone, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return OkStatus();
+      return fail(remoteError("connection to rank {} broke while sending: {}", peer_, strerror(errno)));
+    }
+    s.sendDone += static_cast<size_t>(w);
+    *progressed = true;
+    if (s.sendDone == total) {
+      s.sending = false;
+      s.sendT->posted += s.sendHdr.chunkBytes;
+    }
+  }
+  return OkStatus();
+}
+
+Status TcpConnection::progressRecv(SockState& s, bool* progressed) {
+  while (true) {
+    if (!s.haveHdr) {
+      // Only read a header once the receive it belongs to is posted.
+      if (!locate(recvs_, s.nextRecvSeq, &s.recvT, &s.recvOff)) return OkStatus();
+      ssize_t r = ::recv(s.fd, reinterpret_cast<char*>(&s.recvHdr) + s.recvDone, sizeof(Header) - s.recvDone,
+                         MSG_DONTWAIT);
+      if (r == 0) return fail(remoteError("rank {} closed the connection (peer exited or failed)", peer_));
+      if (r < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return OkStatus();
+        return fail(remoteError("connection to rank {} broke while receiving: {}", peer_, strerror(errno)));
+      }
+      s.recvDone += static_cast<size_t>(r);
+      *progressed = true;
+      if (s.recvDone < sizeof(Header)) return OkStatus();
+      Transfer* t = s.recvT;
+      const size_t expect = std::min(chunk_, t->bytes - s.recvOff);
+      const Header& h = s.recvHdr;
+      if (h.magic != kChunkMagic || h.seq != s.nextRecvSeq)
+        return fail(remoteError("framing error from rank {}: chunk header magic {:#x} seq {} (expected seq {})",
+                                peer_, h.magic, h.seq, s.nextRecvSeq));
+      if (h.msgBytes != t->bytes || h.chunkBytes != expect)
+        return fail(invalidUsage("message size mismatch: rank {} sent {} bytes, rank {} expects {} bytes", peer_,
+                                 h.msgBytes, me_, t->bytes));
+      s.haveHdr = true;
+      s.recvDone = 0;
+      if (t->kind == Transfer::RecvReduce && s.bounce.size() < chunk_) s.bounce.resize(chunk_);
+    }
+    Transfer* t = s.recvT;
+    const size_t len = s.recvHdr.chunkBytes;
+    char* dst = t->kind == Transfer::Recv ? static_cast<char*>(t->dst) + s.recvOff : s.bounce.data();
+    while (s.recvDone < len) {
+      ssize_t r = ::recv(s.fd, dst + s.recvDone, len - s.recvDone, MSG_DONTWAIT);
+      if (r == 0) return fail(remoteError("rank {} closed the connection (peer exited or failed)", peer_));
+      if (r < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return OkStatus();
+        return fail(remoteError("connection to rank {} broke while receiving: {}", peer_, strerror(errno)));
+      }
+      s.recvDone += static_cast<size_t>(r);
+      *progressed = true;
+    }
+    if (t->kind == Transfer::RecvReduce) {
+      const size_t es = kernels::dtypeSize(t->dtype);
+      kernels::reduce(static_cast<char*>(t->dst) + s.recvOff, static_cast<const char*>(t->src) + s.recvOff,
+                      s.bounce.data(), len / es, t->dtype, t->op);
+    }
+    t->posted += len;
+    s.haveHdr = false;
+    s.recvDone = 0;
+    s.nextRecvSeq += socks_.size();
+  }
+}
+
+Status TcpConnection::progress(bool* progressed) {
+  if (!broken_.ok()) return broken_;
+  const size_t k = socks_.size();
+  // Hand out send chunks in sequence order, each to its socket once that socket is free.
+  while (nextAssign_ < sendSeq_) {
+    SockState& s = socks_[nextAssign_ % k];
+    if (s.sending) break;
+    Transfer* t = nullptr;
+    size_t off = 0;
+    locate(sends_, nextAssign_, &t, &off);
+    s.sendHdr = Header{kChunkMagic, 0, nextAssign_, t->bytes, std::min(chunk_, t->bytes - off)};
+    s.sendData = static_cast<const char*>(t->src) + off;
+    s.sendDone = 0;
+    s.sendT = t;
+    s.sending = true;
+    ++nextAssign_;
+  }
+  for (SockState& s : socks_) STRATA_RETURN_IF_ERROR(progressSend(s, progressed));
+  for (SockState& s : socks_) STRATA_RETURN_IF_ERROR(progressRecv(s, progressed));
+  while (!sends_.empty() && sends_.front().t->posted == sends_.front().t->bytes) {
+    sends_.front().t->complete = true;
+    sends_.pop_front();
+    *progressed = true;
+  }
+  while (!recvs_.empty() && recvs_.front().t->posted == recvs_.front().t->bytes) {
+    recvs_.front().t->complete = true;
+    recvs_.pop_front();
+    *progressed = true;
+  }
+  return OkStatus();
+}
+
+void TcpConnection::addWaitSources(WaitSet* ws) {
+  for (SockState& s : socks_) {
+    short ev = 0;
+    if (!recvs_.empty()) ev |= POLLIN;
+    if (s.sending) ev |= POLLOUT;
+    if (ev) ws->fds.push_back(pollfd{s.fd, ev, 0});
+  }
+}
+
+}  // namespace strata

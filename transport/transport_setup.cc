@@ -1,0 +1,97 @@
+// transport_setup.cc: endpoint creation, peer classification and eager connection of all peers.
+#include "transport/transport_setup.h"
+
+#include <sys/socket.h>
+
+#include "transport/config.h"
+#include "transport/local_connection.h"
+#include "transport/log.h"
+#include "transport/socket.h"
+#include "transport/tcp_connection.h"
+
+namespace strata {
+
+enum class PeerKind { Self, Threads, Shm, Tcp };
+
+CommTransports::~CommTransports() {
+  conns.clear();
+  if (endpoint) unregisterLocalEndpoint(commTag, rank);
+}
+
+void CommTransports::markFailed() {
+  if (endpoint) {
+    endpoint->header()->failed.store(1);
+    endpoint->header()->bell.ring();
+  }
+  for (auto& c : conns)
+    if (c && std::string(c->kindName()) == "tcp") c.reset();  // closing makes the peer see EOF
+}
+
+Status setupTransports(Bootstrap& bs, CommTransports* out) {
+  const Config& cfg = config();
+  const int me = bs.rank(), n = bs.nranks();
+  const auto& infos = bs.infos();
+  out->rank = me;
+  out->commTag = bs.commTag();
+  out->conns.resize(n);
+  std::vector<PeerKind> kind(n, PeerKind::Tcp);
+  bool anyThreads = false, anyShm = false;
+  for (int p = 0; p < n; ++p) {
+    if (p == me) kind[p] = PeerKind::Self;
+    else if (cfg.transport == "tcp") kind[p] = PeerKind::Tcp;
+    else if (infos[p].processHash == infos[me].processHash) kind[p] = PeerKind::Threads;
+    else if (infos[p].hostHash == infos[me].hostHash) kind[p] = PeerKind::Shm;
+    anyThreads |= kind[p] == PeerKind::Threads;
+    anyShm |= kind[p] == PeerKind::Shm;
+  }
+  if (anyThreads || anyShm) {
+    std::string name = anyShm ? endpointShmName(out->commTag, me) : std::string();
+    STRATA_RETURN_IF_ERROR(Endpoint::create(name, me, n, cfg.localSlots, cfg.localSlotBytes, anyShm, &out->endpoint));
+    if (anyThreads) registerLocalEndpoint(out->commTag, me, out->endpoint);
+  }
+  STRATA_RETURN_IF_ERROR(bs.barrier());  // every endpoint exists now
+
+  double deadline = net::nowSec() + cfg.joinTimeoutSec;
+  for (int p = 0; p < n; ++p) {
+    if (kind[p] == PeerKind::Threads || kind[p] == PeerKind::Shm) {
+      std::shared_ptr<Endpoint> theirs;
+      if (kind[p] == PeerKind::Threads) {
+        theirs = findLocalEndpoint(out->commTag, p);
+        if (!theirs) return internalError("rank {}: endpoint of same-process rank {} not found", me, p);
+      } else {
+        STRATA_RETURN_IF_ERROR(Endpoint::open(endpointShmName(out->commTag, p), p, &theirs));
+      }
+      out->conns[p] = std::make_unique<LocalConnection>(me, p, out->endpoint, theirs, kind[p] == PeerKind::Threads,
+                                                        infos[p].pid);
+    }
+  }
+  // tcp: connect to higher ranks first (the listen backlog holds them), then accept lower ranks.
+  const int k = cfg.tcpSockets;
+  std::vector<std::vector<int>> fds(n);
+  for (int p = me + 1; p < n; ++p) {
+    if (kind[p] != PeerKind::Tcp) continue;
+    for (int i = 0; i < k; ++i) {
+      int fd = -1;
+      STRATA_RETURN_IF_ERROR(bs.connectPeer(p, Bootstrap::kData, i, deadline, &fd));
+      fds[p].push_back(fd);
+    }
+  }
+  for (int p = 0; p < me; ++p) {
+    if (kind[p] != PeerKind::Tcp) continue;
+    for (int i = 0; i < k; ++i) {
+      int fd = -1;
+      STRATA_RETURN_IF_ERROR(bs.acceptPeer(p, Bootstrap::kData, i, deadline, &fd));
+      fds[p].push_back(fd);
+    }
+  }
+  for (int p = 0; p < n; ++p)
+    if (kind[p] == PeerKind::Tcp && p != me)
+      out->conns[p] = std::make_unique<TcpConnection>(me, p, std::move(fds[p]), cfg.tcpChunkBytes);
+
+  STRATA_RETURN_IF_ERROR(bs.barrier());  // every peer mapped our segment: its name can go
+  if (out->endpoint) out->endpoint->unlink();
+  log::debug("rank {}: transports ready ({} threads, shm {}, tcp peers)", me, anyThreads, anyShm);
+  return OkStatus();
+}
+
+}  // namespace strata
