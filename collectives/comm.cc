@@ -44,6 +44,7 @@ bool isLiveComm(const strataComm* c) {
 
 RankInfo localRankInfo(int rank) {
   RankInfo info;
+  std::memset(static_cast<void*>(&info), 0, sizeof(info));  // no uninitialised padding on the wire
   info.rank = rank;
   info.pid = getpid();
   info.hostHash = topology::hostHash();
@@ -85,7 +86,11 @@ Status Comm::split(int color, int key, const strataConfig_t* cfg, std::unique_pt
     int32_t color, key;
     RankInfo info;
   };
-  Entry mine{color, key, localRankInfo(rank_)};
+  Entry mine;
+  std::memset(static_cast<void*>(&mine), 0, sizeof(mine));
+  mine.color = color;
+  mine.key = key;
+  mine.info = localRankInfo(rank_);
   int lfd = -1;
   if (color != STRATA_SPLIT_NOCOLOR) STRATA_RETURN_IF_ERROR(Bootstrap::openListener(&lfd, &mine.info));
   std::vector<Entry> all(static_cast<size_t>(nranks_));
@@ -143,7 +148,7 @@ void Comm::fail(const Status& st) {
   }
   asyncError_.store(st.code() == strataAborted ? strataAborted : strataRemoteError);
   log::warn("{}", st.message());
-  transports_.markFailed();
+  transports_.markFailed(st.message());
   bootstrap_->abort();
 }
 

@@ -1,6 +1,7 @@
 // task.cc: resolving schedules to pointers and running them step by step (see task.h).
 #include "collectives/task.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/comm.h"
@@ -281,9 +282,14 @@ std::string Task::describe() const {
   std::string waiting;
   if (step_ < steps_.size()) {
     const Schedule::Step& st = steps_[step_];
-    for (uint32_t i = 0; i < st.numOps && i < transfers_.size(); ++i)
-      if (!transfers_[i].complete && ops_[st.firstOp + i].peer >= 0)
-        waiting += (waiting.empty() ? "" : ", ") + std::to_string(ops_[st.firstOp + i].peer);
+    std::vector<int> peers;
+    for (uint32_t i = 0; i < st.numOps && i < transfers_.size(); ++i) {
+      int p = ops_[st.firstOp + i].peer;
+      if (!transfers_[i].complete && p >= 0 && std::find(peers.begin(), peers.end(), p) == peers.end()) {
+        peers.push_back(p);
+        waiting += (waiting.empty() ? "" : ", ") + std::to_string(p);
+      }
+    }
   }
   return fmt::format("{} step {}/{}{}", label_, step_ + 1, steps_.size(),
                      waiting.empty() ? "" : ", waiting on rank(s) " + waiting);

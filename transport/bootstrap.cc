@@ -249,7 +249,8 @@ Status Bootstrap::join(const strataUniqueId& id, int rank, int nranks, RankInfo 
     ::close(lfd);
     return remoteError("rank {} could not reach the {}: {}", rank, rootName, st.message());
   }
-  JoinMsg m{};
+  JoinMsg m;
+  memset(static_cast<void*>(&m), 0, sizeof(m));
   m.magic = kJoinMagic;
   memcpy(m.secret, d.secret, 16);
   m.rank = rank;

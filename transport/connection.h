@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/host_reduce.h"
@@ -48,6 +49,9 @@ class Connection {
   virtual Status checkPeer() = 0;
   /// True when no transfer is queued.
   virtual bool idle() const = 0;
+  /// This rank failed: tell the peer why (best effort) and break the connection so that it stops
+  /// waiting on us. Local connections report through the endpoint header instead.
+  virtual void sendFailure(const std::string& reason) {}
 };
 
 }  // namespace strata

@@ -6,11 +6,27 @@
 #include <errno.h>
 #include <signal.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "kernels/host_reduce.h"
 
 namespace strata {
+
+// Alive and not a zombie: a killed child stays a zombie until its parent reaps it.
+static bool processAlive(int pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (!f) return errno != ENOENT;
+  char buf[512] = {};
+  size_t got = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  const char* close = strrchr(buf, ')');
+  if (got == 0 || !close || close[1] == '\0') return true;
+  return close[2] != 'Z' && close[2] != 'X';
+}
 
 LocalConnection::LocalConnection(int myRank, int peer, std::shared_ptr<Endpoint> mine,
                                  std::shared_ptr<Endpoint> theirs, bool pointerMode, int peerPid)
@@ -115,9 +131,12 @@ void LocalConnection::addWaitSources(WaitSet* ws) {
 }
 
 Status LocalConnection::checkPeer() {
-  if (theirs_->header()->failed.load(std::memory_order_relaxed))
-    return remoteError("rank {} failed or aborted (reported through shared memory)", peer_);
-  if (!pointerMode_ && peerPid_ > 0 && kill(peerPid_, 0) != 0 && errno == ESRCH)
+  EndpointHeader* h = theirs_->header();
+  if (h->failed.load(std::memory_order_acquire)) {
+    std::string why(h->failReason, strnlen(h->failReason, sizeof(h->failReason)));
+    return remoteError("rank {} failed: {}", peer_, why.empty() ? "aborted" : why);
+  }
+  if (!pointerMode_ && peerPid_ > 0 && !processAlive(peerPid_))
     return remoteError("rank {} (pid {}) died", peer_, peerPid_);
   return OkStatus();
 }

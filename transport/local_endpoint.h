@@ -39,6 +39,7 @@ struct alignas(64) EndpointHeader {
   uint32_t slots;
   uint64_t slotBytes;
   std::atomic<uint32_t> failed;  ///< set when this rank failed or aborted: peers stop waiting on it
+  char failReason[256];          ///< written before `failed` is set
   Doorbell bell;
 };
 

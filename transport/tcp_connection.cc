@@ -13,11 +13,13 @@
 namespace strata {
 
 constexpr uint32_t kChunkMagic = 0x43484e4b;  // "CHNK"
+constexpr uint32_t kFailMagic = 0x4641494c;   // "FAIL": the peer failed; payload is its reason
 
 TcpConnection::TcpConnection(int myRank, int peer, std::vector<int> fds, size_t chunkBytes)
     : me_(myRank), peer_(peer), chunk_(chunkBytes), socks_(fds.size()) {
   for (size_t i = 0; i < fds.size(); ++i) {
     socks_[i].fd = fds[i];
+    socks_[i].nextRecvSeq = i;  // chunk g travels on socket g % k
     net::setNonBlocking(fds[i]);
     net::setNoDelay(fds[i]);
     int buf = 4 << 20;
@@ -104,6 +106,11 @@ Status TcpConnection::progressRecv(SockState& s, bool* progressed) {
       Transfer* t = s.recvT;
       const size_t expect = std::min(chunk_, t->bytes - s.recvOff);
       const Header& h = s.recvHdr;
+      if (h.magic == kFailMagic) {
+        std::string why(std::min<uint64_t>(h.chunkBytes, 1024), '\0');
+        (void)net::recvAll(s.fd, why.data(), why.size(), net::nowSec() + 1, nullptr, "peer");
+        return fail(remoteError("rank {} failed: {}", peer_, why));
+      }
       if (h.magic != kChunkMagic || h.seq != s.nextRecvSeq)
         return fail(remoteError("framing error from rank {}: chunk header magic {:#x} seq {} (expected seq {})",
                                 peer_, h.magic, h.seq, s.nextRecvSeq));
@@ -169,6 +176,22 @@ Status TcpConnection::progress(bool* progressed) {
     *progressed = true;
   }
   return OkStatus();
+}
+
+void TcpConnection::sendFailure(const std::string& reason) {
+  for (SockState& s : socks_) {
+    if (s.fd < 0) continue;
+    if (!s.sending) {
+      // Best effort, never blocking: the peer learns why before it sees the connection close.
+      Header h{kFailMagic, 0, 0, reason.size(), reason.size()};
+      iovec iov[2] = {{&h, sizeof(h)}, {const_cast<char*>(reason.data()), reason.size()}};
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = 2;
+      (void)::sendmsg(s.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    ::shutdown(s.fd, SHUT_RDWR);
+  }
 }
 
 void TcpConnection::addWaitSources(WaitSet* ws) {

@@ -6,6 +6,7 @@
 
 #include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "transport/connection.h"
@@ -25,6 +26,7 @@ class TcpConnection final : public Connection {
   void addWaitSources(WaitSet* ws) override;
   Status checkPeer() override { return broken_; }
   bool idle() const override { return sends_.empty() && recvs_.empty(); }
+  void sendFailure(const std::string& reason) override;
 
   struct Header {
     uint32_t magic;

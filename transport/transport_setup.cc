@@ -3,6 +3,9 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "transport/config.h"
 #include "transport/local_connection.h"
 #include "transport/log.h"
@@ -18,13 +21,17 @@ CommTransports::~CommTransports() {
   if (endpoint) unregisterLocalEndpoint(commTag, rank);
 }
 
-void CommTransports::markFailed() {
+void CommTransports::markFailed(const std::string& reason) {
   if (endpoint) {
-    endpoint->header()->failed.store(1);
-    endpoint->header()->bell.ring();
+    EndpointHeader* h = endpoint->header();
+    size_t n = std::min(reason.size(), sizeof(h->failReason) - 1);
+    memcpy(h->failReason, reason.data(), n);
+    h->failReason[n] = '\0';
+    h->failed.store(1, std::memory_order_release);
+    h->bell.ring();
   }
   for (auto& c : conns)
-    if (c && std::string(c->kindName()) == "tcp") c.reset();  // closing makes the peer see EOF
+    if (c) c->sendFailure(reason);
 }
 
 Status setupTransports(Bootstrap& bs, CommTransports* out) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "transport/bootstrap.h"
@@ -21,7 +22,7 @@ struct CommTransports {
 
   Doorbell* bell() { return endpoint ? &endpoint->header()->bell : &ownBell; }
   /// Tells local peers this rank failed and breaks network connections so remote peers notice.
-  void markFailed();
+  void markFailed(const std::string& reason);
   ~CommTransports();
 };
 

@@ -1,0 +1,75 @@
+// comm_process_test.cc: ranks as processes through the launcher (the real shared-memory and tcp
+// paths): `strata-run -n N -- strata_check_worker` must report every check passed on every rank.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace {
+
+struct RunResult {
+  int code;
+  std::string out;
+};
+
+RunResult run(const std::string& cmd) {
+  RunResult r{-1, {}};
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  while (fgets(buf.data(), buf.size(), p)) r.out += buf.data();
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+int countPassedRanks(const std::string& out) {
+  int n = 0;
+  for (size_t pos = 0; (pos = out.find("checks passed, 0 failed", pos)) != std::string::npos; ++pos) n++;
+  return n;
+}
+
+struct Case {
+  int n;
+  const char* env;
+  const char* args;
+};
+
+class ProcessRanks : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ProcessRanks, EveryRankPassesTheSweep) {
+  const Case c = GetParam();
+  std::string cmd = std::string("env ") + c.env + " " STRATA_RUN_BIN " --timeout 240 -n " + std::to_string(c.n) +
+                    " -- " WORKER_BIN " " + c.args;
+  RunResult r = run(cmd);
+  EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
+  EXPECT_EQ(countPassedRanks(r.out), c.n) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Launcher, ProcessRanks,
+    ::testing::Values(Case{2, "STRATA_TRANSPORT=auto", "--split"}, Case{4, "STRATA_TRANSPORT=auto", "--quick --split"},
+                      Case{2, "STRATA_TRANSPORT=tcp", "--quick"}, Case{3, "STRATA_TRANSPORT=tcp STRATA_TCP_SOCKETS=3 STRATA_TCP_CHUNK_BYTES=8192", "--quick"},
+                      Case{4, "STRATA_ALGO=ring STRATA_LOCAL_SLOT_BYTES=4096", "--quick"}),
+    [](const auto& info) {
+      std::string env = info.param.env;
+      std::string tag = env.find("tcp") != std::string::npos ? "tcp" : env.find("ring") != std::string::npos ? "ring_small_slots" : "local";
+      return tag + "_n" + std::to_string(info.param.n) + "_" + std::to_string(info.index);
+    });
+
+TEST(ProcessEnv, TorchrunStyleVariablesWork) {
+  // Two ranks started by hand with RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT.
+  std::string port = std::to_string(29500 + (getpid() % 2000));
+  std::string common = "env -u STRATA_UNIQUE_ID WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " ";
+  std::string cmd = common + "RANK=1 " WORKER_BIN " --quick & p=$!; " + common + "RANK=0 " WORKER_BIN
+                    " --quick; b=$?; wait $p; a=$?; exit $((a | b))";
+  RunResult r = run("timeout 120 bash -c '" + cmd + "'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(countPassedRanks(r.out), 2) << r.out;
+}
+
+}  // namespace

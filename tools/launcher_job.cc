@@ -1,0 +1,292 @@
+// launcher_job.cc: the supervision loop. One thread, one poll() over the signalfd and every rank's
+// stdout/stderr pipe, with a timeout set by the nearest deadline (job timeout, SIGKILL escalation);
+// no busy waiting.
+#include "tools/launcher_job.h"
+
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "tools/launcher_proc.h"
+#include "tools/launcher_relay.h"
+
+namespace strata::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+struct Rank {
+  int rank = 0;
+  RankProc proc;
+  bool alive = false;
+  std::unique_ptr<LineRelay> out, err;
+};
+
+template <typename... Args>
+void say(fmt::format_string<Args...> f, Args&&... args) {
+  std::string line = "strata-run: " + fmt::format(f, std::forward<Args>(args)...) + "\n";
+  Sink(2).write(line);
+}
+
+class Job {
+ public:
+  Job(const JobOptions& opt, int signalFd) : opt_(opt), signalFd_(signalFd) {}
+  int run();
+
+ private:
+  enum class Stop { None, Failure, Timeout, Signal };
+
+  bool start(Rank& r);
+  void handleSignals();
+  void reapAll();
+  void onExit(Rank& r, int status);
+  void onLauncherSignal(int sig);
+  void terminateAll(Clock::time_point now);
+  void signalAll(int sig);
+  void drain(Rank& r, bool close);
+  std::string running() const;
+  bool anyAlive() const;
+
+  const JobOptions& opt_;
+  int signalFd_;
+  Sink outSink_{1}, errSink_{2};
+  std::vector<Rank> ranks_;
+  Stop stop_ = Stop::None;
+  int failureCode_ = -1;
+  int interruptSig_ = 0;
+  std::optional<Clock::time_point> timeoutAt_, killAt_;
+};
+
+bool Job::start(Rank& r) {
+  const std::string n = std::to_string(opt_.nranks);
+  RankSpec spec;
+  spec.path = opt_.path;
+  spec.argv = opt_.argv;
+  spec.setEnv = {{"STRATA_WORLD_SIZE", n}, {"STRATA_LOCAL_SIZE", n}, {"STRATA_UNIQUE_ID", opt_.uniqueIdHex}};
+  if (opt_.threads) {
+    spec.setEnv.push_back({"STRATA_NTHREADS", n});
+    spec.unsetEnv = {"STRATA_RANK", "STRATA_LOCAL_RANK"};
+  } else {
+    spec.setEnv.push_back({"STRATA_RANK", std::to_string(r.rank)});
+    spec.setEnv.push_back({"STRATA_LOCAL_RANK", std::to_string(r.rank)});
+    spec.unsetEnv = {"STRATA_NTHREADS"};
+  }
+  int err = 0;
+  std::string what;
+  if (!spawnRank(spec, &r.proc, &err, &what)) {
+    if (what == "execve")
+      say("rank {}: cannot execute '{}': {}", r.rank, opt_.path, std::strerror(err));
+    else
+      say("rank {}: cannot start: {}: {}", r.rank, what, std::strerror(err));
+    failureCode_ = what == "execve" ? execFailureCode(err) : 1;
+    return false;
+  }
+  r.alive = true;
+  std::string prefix = opt_.prefix ? fmt::format("[{}] ", r.rank) : std::string();
+  r.out = std::make_unique<LineRelay>(&outSink_, prefix);
+  r.err = std::make_unique<LineRelay>(&errSink_, prefix);
+  return true;
+}
+
+int Job::run() {
+  const int nprocs = opt_.threads ? 1 : opt_.nranks;
+  const auto t0 = Clock::now();
+  if (opt_.timeoutSec > 0)
+    timeoutAt_ = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.timeoutSec));
+  ranks_.resize(nprocs);
+  for (int i = 0; i < nprocs; ++i) {
+    ranks_[i].rank = i;
+    if (!start(ranks_[i])) {
+      stop_ = Stop::Failure;
+      terminateAll(Clock::now());
+      break;
+    }
+  }
+
+  std::vector<struct pollfd> fds;
+  std::vector<std::pair<Rank*, bool>> owners;  // per pipe entry: rank, is-stderr
+  while (anyAlive()) {
+    fds.assign(1, {signalFd_, POLLIN, 0});
+    owners.assign(1, {nullptr, false});
+    for (Rank& r : ranks_) {
+      if (r.proc.outFd >= 0) fds.push_back({r.proc.outFd, POLLIN, 0}), owners.push_back({&r, false});
+      if (r.proc.errFd >= 0) fds.push_back({r.proc.errFd, POLLIN, 0}), owners.push_back({&r, true});
+    }
+    int waitMs = -1;
+    const auto now = Clock::now();
+    for (const auto& at : {timeoutAt_, killAt_}) {
+      if (!at) continue;
+      auto ms = std::chrono::ceil<std::chrono::milliseconds>(*at - now).count();
+      ms = std::max<decltype(ms)>(0, std::min<decltype(ms)>(ms, 1 << 30));
+      waitMs = waitMs < 0 ? static_cast<int>(ms) : std::min(waitMs, static_cast<int>(ms));
+    }
+    int n = poll(fds.data(), fds.size(), waitMs);
+    if (n < 0 && errno != EINTR) {  // cannot watch the ranks any more: end them and wait
+      say("poll failed: {}; killing the ranks", std::strerror(errno));
+      if (stop_ == Stop::None) stop_ = Stop::Failure, failureCode_ = 1;
+      signalAll(SIGKILL);
+      for (Rank& r : ranks_) {
+        int status = 0;
+        if (r.alive && waitpid(r.proc.pid, &status, 0) == r.proc.pid) onExit(r, status);
+        r.alive = false;
+      }
+      break;
+    }
+    for (size_t i = 1; n > 0 && i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto [r, isErr] = owners[i];
+      int& fd = isErr ? r->proc.errFd : r->proc.outFd;
+      if (!(isErr ? r->err : r->out)->readOnce(fd)) {
+        (isErr ? r->err : r->out)->flush();
+        close(fd);
+        fd = -1;
+      }
+    }
+    if (n > 0 && (fds[0].revents & POLLIN)) handleSignals();
+
+    const auto after = Clock::now();
+    if (timeoutAt_ && after >= *timeoutAt_) {
+      timeoutAt_.reset();
+      if (stop_ != Stop::Failure && stop_ != Stop::Timeout && anyAlive()) {
+        say("timeout after {:g} s; ranks still running: {}", opt_.timeoutSec, running());
+        stop_ = Stop::Timeout;
+        terminateAll(after);
+      }
+    }
+    if (killAt_ && after >= *killAt_) {
+      killAt_.reset();
+      if (anyAlive()) {
+        say("ranks still running {:g} s after SIGTERM: {}; sending SIGKILL", opt_.killGraceSec, running());
+        signalAll(SIGKILL);
+      }
+    }
+  }
+  for (Rank& r : ranks_) drain(r, /*close=*/true);
+
+  if (stop_ == Stop::Timeout) return 124;
+  if (failureCode_ >= 0) return failureCode_;
+  if (stop_ == Stop::Signal) return 128 + interruptSig_;
+  return 0;
+}
+
+void Job::handleSignals() {
+  struct signalfd_siginfo si;
+  bool child = false;
+  while (read(signalFd_, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
+    if (si.ssi_signo == SIGCHLD) child = true;
+    else onLauncherSignal(static_cast<int>(si.ssi_signo));
+  }
+  if (child) reapAll();
+}
+
+void Job::reapAll() {
+  for (Rank& r : ranks_) {
+    if (!r.alive) continue;
+    int status = 0;
+    pid_t p;
+    do p = waitpid(r.proc.pid, &status, WNOHANG);
+    while (p < 0 && errno == EINTR);
+    if (p == r.proc.pid) onExit(r, status);
+    else if (p < 0 && errno == ECHILD) r.alive = false;  // cannot happen unless someone reaped it
+  }
+}
+
+void Job::onExit(Rank& r, int status) {
+  r.alive = false;
+  drain(r, /*close=*/false);  // its last words come before our verdict
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (stop_ == Stop::None) {
+    if (WIFEXITED(status))
+      say("rank {} exited with code {}", r.rank, code);
+    else
+      say("rank {} killed by signal {}{}", r.rank, signalName(WTERMSIG(status)),
+          WCOREDUMP(status) ? " (core dumped)" : "");
+    failureCode_ = code;
+    stop_ = Stop::Failure;
+    terminateAll(Clock::now());
+  } else if (stop_ == Stop::Signal && !killAt_) {
+    terminateAll(Clock::now());  // interrupted and ranks are going down: do not wait forever
+  }
+}
+
+void Job::onLauncherSignal(int sig) {
+  if (stop_ == Stop::None) {
+    say("received {}; forwarding it to the ranks (send it again to kill them)", signalName(sig));
+    stop_ = Stop::Signal;
+    interruptSig_ = sig;
+    signalAll(sig);
+  } else {
+    say("received {} while stopping; killing the ranks", signalName(sig));
+    signalAll(SIGKILL);
+    killAt_.reset();
+  }
+}
+
+void Job::terminateAll(Clock::time_point now) {
+  signalAll(SIGTERM);
+  killAt_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.killGraceSec));
+}
+
+void Job::signalAll(int sig) {
+  for (Rank& r : ranks_) {
+    if (r.proc.pid <= 0) continue;
+    if (r.alive) kill(r.proc.pid, sig);  // even if it left its process group
+    kill(-r.proc.pid, sig);              // its group: children it started
+  }
+}
+
+void Job::drain(Rank& r, bool close) {
+  for (auto [fd, relay] : {std::pair{&r.proc.outFd, r.out.get()}, std::pair{&r.proc.errFd, r.err.get()}}) {
+    if (*fd < 0) continue;
+    bool open = relay->drain(*fd);
+    if (close || !open) {
+      relay->flush();
+      ::close(*fd);
+      *fd = -1;
+    }
+  }
+}
+
+std::string Job::running() const {
+  std::string s;
+  for (const Rank& r : ranks_)
+    if (r.alive) s += (s.empty() ? "" : " ") + std::to_string(r.rank);
+  return s;
+}
+
+bool Job::anyAlive() const {
+  for (const Rank& r : ranks_)
+    if (r.alive) return true;
+  return false;
+}
+
+}  // namespace
+
+int blockLauncherSignals() {
+  struct sigaction ign;
+  std::memset(&ign, 0, sizeof(ign));
+  ign.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ign, nullptr);  // a closed stdout must not kill the launcher (and orphan ranks)
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  for (int s : kForwarded) sigaddset(&set, s);
+  if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return -1;
+  return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+int runJob(const JobOptions& opt, int signalFd) { return Job(opt, signalFd).run(); }
+
+}  // namespace strata::launcher

@@ -1,0 +1,30 @@
+// launcher_job.h: runs one strata-run job: starts the ranks, relays their output, watches their
+// exits, the timeout and the launcher's own signals, and decides the exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace strata::launcher {
+
+struct JobOptions {
+  int nranks = 1;
+  bool threads = false;      ///< one process with STRATA_NTHREADS = nranks
+  double timeoutSec = 0;     ///< 0: none
+  bool prefix = true;        ///< "[R] " before every line
+  double killGraceSec = 3;   ///< SIGTERM -> SIGKILL
+  std::string path;          ///< resolved program
+  std::vector<std::string> argv;
+  std::string uniqueIdHex;   ///< STRATA_UNIQUE_ID
+};
+
+/// The signals the launcher handles itself: blocked in every thread (call before starting any
+/// thread) and read from a signalfd by `runJob`. Returns the signalfd, or -1 with errno.
+int blockLauncherSignals();
+
+/// Runs the job to its end and returns the launcher's exit code: 0 when every rank exited 0; the
+/// first failing rank's code (128+signal when killed); 124 on timeout; 128+signal when the
+/// launcher itself was interrupted.
+int runJob(const JobOptions& opt, int signalFd);
+
+}  // namespace strata::launcher

@@ -1,0 +1,154 @@
+// strata_run.cc: strata-run, the single-machine launcher.
+//
+//   strata-run -n N [--threads] [--timeout S] [--no-prefix] -- prog args...
+//   strata-run --config
+//
+// Creates the job's unique id (its persistent bootstrap root lives in this process for the job's
+// life), starts N rank processes (or one process of N rank threads with --threads) with
+// STRATA_RANK / STRATA_WORLD_SIZE / STRATA_LOCAL_RANK / STRATA_LOCAL_SIZE / STRATA_UNIQUE_ID
+// (STRATA_NTHREADS with --threads), relays their output prefixed "[R] ", and ends the job when a
+// rank fails, on --timeout, or on SIGINT/SIGTERM (forwarded to the ranks).
+//
+// Exit codes: 0 all ranks exited 0; the first failing rank's code (128+signal if it was killed);
+// 124 timeout; 126/127 the program cannot be executed / was not found; 2 bad usage; 1 the job
+// could not be set up; 128+signal when the launcher itself was interrupted.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tools/launcher_job.h"
+#include "tools/launcher_proc.h"
+#include "transport/bootstrap.h"
+#include "transport/config.h"
+
+namespace {
+
+constexpr int kUsageError = 2;
+constexpr int kMaxRanks = 1 << 16;
+
+int usageError(const std::string& msg) {
+  std::fprintf(stderr, "strata-run: %s\n(usage: strata-run -n N [options] -- program [args...]; see --help)\n",
+               msg.c_str());
+  return kUsageError;
+}
+
+void printConfig() {
+  std::vector<strata::ConfigEntry> entries = strata::describeConfig();
+  const std::vector<std::string> head = {"VARIABLE", "TYPE", "DEFAULT", "VALUE", "DESCRIPTION"};
+  auto cell = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  size_t w[4];
+  for (int c = 0; c < 4; ++c) w[c] = head[c].size();
+  for (const auto& e : entries) {
+    w[0] = std::max(w[0], cell(e.name).size());
+    w[1] = std::max(w[1], cell(e.type).size());
+    w[2] = std::max(w[2], cell(e.defaultValue).size());
+    w[3] = std::max(w[3], cell(e.value).size());
+  }
+  auto row = [&](const std::string& a, const std::string& b, const std::string& c, const std::string& d,
+                 const std::string& help) {
+    std::string line = fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {}", a, w[0], b, w[1], c, w[2], d, w[3], help);
+    line.erase(line.find_last_not_of(' ') + 1);
+    std::fputs((line + "\n").c_str(), stdout);
+  };
+  row(head[0], head[1], head[2], head[3], head[4]);
+  for (const auto& e : entries)
+    row(cell(e.name), cell(e.type), cell(e.defaultValue), cell(e.value), e.help);
+  strata::Status st = strata::configStatus();
+  if (!st.ok()) std::fprintf(stderr, "strata-run: warning: %s\n", st.message().c_str());
+}
+
+int launcherMain(int argc, char** argv) {
+  strata::launcher::initChildState();
+
+  CLI::App app{"Runs the ranks of a strata program on this machine:\n"
+               "  strata-run -n N [options] -- program [args...]",
+               "strata-run"};
+  int nranks = 0;
+  bool threads = false, noPrefix = false, showConfig = false;
+  double timeoutSec = 0;
+  CLI::Option* nOpt = app.add_option("-n,--nranks", nranks, "number of ranks (processes; threads with --threads)");
+  app.add_flag("--threads", threads, "run one process that starts the N rank threads itself (STRATA_NTHREADS=N)");
+  CLI::Option* tOpt = app.add_option("--timeout", timeoutSec, "end the job after SECONDS and exit 124");
+  tOpt->type_name("SECONDS");
+  app.add_flag("--no-prefix", noPrefix, "relay rank output as is, without the \"[R] \" line prefix");
+  app.add_flag("--config", showConfig, "print the configuration variables (STRATA_*) and exit");
+  app.prefix_command();
+  app.footer(
+      "Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_LOCAL_RANK, STRATA_LOCAL_SIZE and\n"
+      "STRATA_UNIQUE_ID. A failing rank ends the job (SIGTERM, SIGKILL 3 s later) with its exit code.");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : kUsageError;
+  }
+
+  if (showConfig) {
+    printConfig();
+    return 0;
+  }
+
+  std::vector<std::string> cmd = app.remaining();
+  bool explicitSeparator = !cmd.empty() && cmd.front() == "--";
+  if (explicitSeparator) cmd.erase(cmd.begin());
+  if (!explicitSeparator && !cmd.empty() && cmd.front().size() > 1 && cmd.front()[0] == '-')
+    return usageError(fmt::format("unknown option '{}'", cmd.front()));
+  if (nOpt->count() == 0) return usageError("-n N (the number of ranks) is required");
+  if (nranks < 1 || nranks > kMaxRanks)
+    return usageError(fmt::format("-n must be between 1 and {}, got {}", kMaxRanks, nranks));
+  if (tOpt->count() > 0 && !(timeoutSec > 0))
+    return usageError(fmt::format("--timeout must be a positive number of seconds, got {}", timeoutSec));
+  if (cmd.empty()) return usageError("no program given");
+
+  int err = 0;
+  std::string path = strata::launcher::resolveProgram(cmd.front(), &err);
+  if (path.empty()) {
+    bool searched = cmd.front().find('/') == std::string::npos;
+    if (err == ENOENT)
+      std::fprintf(stderr, "strata-run: program '%s' not found%s\n", cmd.front().c_str(), searched ? " in PATH" : "");
+    else
+      std::fprintf(stderr, "strata-run: program '%s' is not executable\n", cmd.front().c_str());
+    return strata::launcher::execFailureCode(err);
+  }
+
+  strata::launcher::ensureFdLimit(2 * static_cast<size_t>(threads ? 1 : nranks) + 64);
+  // Before any thread exists (the bootstrap root below), so that every thread blocks them.
+  int signalFd = strata::launcher::blockLauncherSignals();
+  if (signalFd < 0) {
+    std::perror("strata-run: signalfd");
+    return 1;
+  }
+
+  strataUniqueId id;
+  strata::Status st = strata::createUniqueId(&id, /*persistent=*/true);
+  if (!st.ok()) {
+    std::fprintf(stderr, "strata-run: cannot create the job's unique id: %s\n", st.message().c_str());
+    return 1;
+  }
+
+  strata::launcher::JobOptions opt;
+  opt.nranks = nranks;
+  opt.threads = threads;
+  opt.timeoutSec = timeoutSec;
+  opt.prefix = !noPrefix;
+  opt.path = path;
+  opt.argv = cmd;
+  opt.uniqueIdHex = strata::uniqueIdToHex(id);
+  return strata::launcher::runJob(opt, signalFd);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rc = launcherMain(argc, argv);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  // The bootstrap root thread is still serving: leave without running static destructors under it.
+  _exit(rc);
+}
