@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/arg_check.h"
 #include "collectives/comm.h"
 #include "collectives/launch_env.h"
 #include "collectives/task.h"
@@ -142,6 +143,19 @@ Status runGroup(GroupState& g) {
       Task* t = g.task(used++);
       t->setP2P(*c, g.p2p);
       list.push_back(t);
+    }
+  }
+  // Debug mode: all ranks must issue the same collectives (one communicator per group only: with
+  // several, one thread drives several ranks and a blocking exchange would deadlock).
+  if (config().checkArgs && g.comms.size() == 1) {
+    std::vector<const CollCall*> calls;
+    for (const GroupOp& op : g.ops)
+      if (op.isColl) calls.push_back(&op.coll);
+    Status st = checkSameCollectives(*g.comms[0], calls);
+    if (!st.ok()) {
+      g.ops.clear();
+      g.comms[0]->setLastError(st.message());
+      return st;
     }
   }
   for (Comm* c : g.comms) c->activeCalls()++;

@@ -89,7 +89,7 @@ Status readLaunchEnv(LaunchInfo* out) {
   if (host.empty())
     return invalidArgument("{}: cannot tell where rank 0 is; set MASTER_ADDR and MASTER_PORT", out->source);
   int port = 0;
-  if (env("STRATA_ROOT_PORT")) parseInt(env("STRATA_ROOT_PORT"), &port);
+  if (cfg.rootPort) port = cfg.rootPort;
   else if (env("MASTER_PORT")) parseInt(env("MASTER_PORT"), &port);
   else port = 20000 + static_cast<int>(topology::hashBytes(jobKey.data(), jobKey.size()) % 20000);
   if (port <= 0 || port > 65535) return invalidArgument("root port {} is out of range", port);

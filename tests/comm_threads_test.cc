@@ -147,6 +147,21 @@ TEST(ThreadRanksArgs, DestroyedCommunicatorIsRejected) {
   EXPECT_NE(std::string(strataGetLastError(nullptr)).find("not live"), std::string::npos);
 }
 
+TEST(ThreadRanksArgs, CheckArgsModeNamesTheRankThatDiffers) {
+  ScopedEnv check("STRATA_CHECK_ARGS", "1");
+  runThreadRanks(3, [&](strataComm_t comm, int rank) {
+    std::vector<float> buf(100, 1.0f);
+    const size_t count = rank == 2 ? 99 : 100;
+    EXPECT_EQ(strataAllReduce(buf.data(), buf.data(), count, strataFloat32, strataSum, comm), strataInvalidUsage);
+    std::string msg = strataGetLastError(comm);
+    EXPECT_NE(msg.find("rank 2 called allreduce(count 99"), std::string::npos) << msg;
+    // Matching calls pass the check and run.
+    CheckReport rep;
+    checkCollective(comm, CollType::AllReduce, strataFloat32, strataSum, 1000, 0, false, &rep);
+    expectReport(rep, rank);
+  });
+}
+
 TEST(ThreadRanksP2P, MismatchedSizesFailOnBothSidesInsteadOfHanging) {
   ScopedEnv t("STRATA_TIMEOUT", "20");
   std::atomic<int> errors{0};

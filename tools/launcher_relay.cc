@@ -61,10 +61,15 @@ bool LineRelay::readOnce(int fd) {
 
 bool LineRelay::drain(int fd) {
   char chunk[64 << 10];
+  // What a dead rank left in its pipe is at most the pipe's capacity (1 MiB at most by default);
+  // the budget stops a surviving child of the rank that keeps writing from holding us here.
+  size_t budget = 8u << 20;
   for (;;) {
     ssize_t n = read(fd, chunk, sizeof(chunk));
     if (n > 0) {
       feed(chunk, static_cast<size_t>(n));
+      if (static_cast<size_t>(n) >= budget) return true;
+      budget -= static_cast<size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;

@@ -33,7 +33,7 @@ class LineRelay {
   /// One non-blocking read of `fd` (at most 64 KiB, so one busy rank cannot starve the others),
   /// relaying the complete lines. Returns false at end of file or on a read error.
   bool readOnce(int fd);
-  /// Reads `fd` until it would block or ends. Returns false at end of file or error.
+  /// Reads `fd` until it would block or ends (or 8 MiB came). Returns false at end of file or error.
   bool drain(int fd);
   /// Passes on a partial last line; with a prefix, ends it with a newline so the next line of
   /// another rank starts on its own line.

@@ -40,6 +40,13 @@ Status parseSize(const char* name, const std::string& v, size_t min, size_t* out
   return OkStatus();
 }
 
+Status parseBool(const char* name, const std::string& v, bool* out) {
+  if (v == "1" || v == "true" || v == "on") *out = true;
+  else if (v == "0" || v == "false" || v == "off") *out = false;
+  else return invalidArgument("{}='{}' is not 0|1", name, v);
+  return OkStatus();
+}
+
 Status parseChoice(const char* name, const std::string& v, std::initializer_list<const char*> choices,
                    std::string* out) {
   std::string all;
@@ -90,6 +97,13 @@ const std::vector<Entry>& entries() {
          return OkStatus();
        },
        [](const Config& c) { return fmt::format("{}", c.localSlots); }},
+      {"STRATA_LOCAL_CMA", "bool", "large messages between processes of one machine go single-copy through "
+       "cross-memory attach (process_vm_readv) when the kernel allows it",
+       [](Config& c, const std::string& v) { return parseBool("STRATA_LOCAL_CMA", v, &c.localCma); },
+       [](const Config& c) { return std::string(c.localCma ? "1" : "0"); }},
+      {"STRATA_CMA_MIN_BYTES", "bytes", "smallest message sent through cross-memory attach",
+       [](Config& c, const std::string& v) { return parseSize("STRATA_CMA_MIN_BYTES", v, 0, &c.cmaMinBytes); },
+       [](const Config& c) { return fmt::format("{}", c.cmaMinBytes); }},
       {"STRATA_TCP_SOCKETS", "count", "tcp sockets per peer pair (1..16)",
        [](Config& c, const std::string& v) {
          size_t n = 0;
@@ -117,13 +131,18 @@ const std::vector<Entry>& entries() {
          return OkStatus();
        },
        [](const Config& c) { return c.uniqueId.empty() ? std::string() : std::string("(set)"); }},
-      {"STRATA_CHECK_ARGS", "bool", "check that all ranks call the same collective with the same arguments",
+      {"STRATA_ROOT_PORT", "port", "rendezvous port rank 0 serves under torchrun/mpirun/srun (default: "
+       "MASTER_PORT, else derived from the job id)",
        [](Config& c, const std::string& v) {
-         if (v == "1" || v == "true") c.checkArgs = true;
-         else if (v == "0" || v == "false") c.checkArgs = false;
-         else return invalidArgument("STRATA_CHECK_ARGS='{}' is not 0|1", v);
+         size_t p = 0;
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_ROOT_PORT", v, 1, &p));
+         if (p > 65535) return invalidArgument("STRATA_ROOT_PORT='{}' is above 65535", v);
+         c.rootPort = static_cast<int>(p);
          return OkStatus();
        },
+       [](const Config& c) { return c.rootPort ? std::to_string(c.rootPort) : std::string(); }},
+      {"STRATA_CHECK_ARGS", "bool", "check that all ranks call the same collective with the same arguments",
+       [](Config& c, const std::string& v) { return parseBool("STRATA_CHECK_ARGS", v, &c.checkArgs); },
        [](const Config& c) { return std::string(c.checkArgs ? "1" : "0"); }},
   };
   return table;

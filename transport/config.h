@@ -19,11 +19,14 @@ struct Config {
   std::string logLevel = "warn";    ///< STRATA_LOG_LEVEL: error|warn|info|debug|trace
   size_t localSlotBytes = 256 << 10;  ///< STRATA_LOCAL_SLOT_BYTES: shm FIFO slot size
   int localSlots = 4;               ///< STRATA_LOCAL_SLOTS: shm FIFO slots per directed pair
+  bool localCma = true;             ///< STRATA_LOCAL_CMA: single-copy large messages between processes
+  size_t cmaMinBytes = 64 << 10;    ///< STRATA_CMA_MIN_BYTES: messages from this size use CMA
   int tcpSockets = 2;               ///< STRATA_TCP_SOCKETS: sockets per peer pair
   size_t tcpChunkBytes = 512 << 10; ///< STRATA_TCP_CHUNK_BYTES: bytes per framed tcp chunk
   double spinMicros = 50;           ///< STRATA_SPIN_US: busy-poll before sleeping
   std::string socketAddr;           ///< STRATA_SOCKET_ADDR: address to advertise (default: auto)
   std::string uniqueId;             ///< STRATA_UNIQUE_ID: the job's id, set by strata-run
+  int rootPort = 0;                 ///< STRATA_ROOT_PORT: rank 0's rendezvous port for env launches
   bool checkArgs = false;           ///< STRATA_CHECK_ARGS: verify all ranks call the same collective
 };
 

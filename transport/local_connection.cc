@@ -5,11 +5,13 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/uio.h>
 
 #include <cstdio>
 #include <cstring>
 
 #include "kernels/host_reduce.h"
+#include "transport/config.h"
 
 namespace strata {
 
@@ -39,15 +41,20 @@ LocalConnection::LocalConnection(int myRank, int peer, std::shared_ptr<Endpoint>
       pointerMode_(pointerMode),
       peerPid_(peerPid),
       slots_(theirs_->header()->slots),
-      slotBytes_(theirs_->header()->slotBytes) {
+      slotBytes_(theirs_->header()->slotBytes),
+      cmaMin_(config().cmaMinBytes) {
+  if (pointerMode_ || !config().localCma) cmaToPeer_ = 0;
   outHead_ = out_->head.load(std::memory_order_relaxed);
   inTail_ = in_->tail.load(std::memory_order_relaxed);
 }
 
 Status LocalConnection::progressSends(bool* progressed) {
   bool published = false;
+  // The peer sets cmaReadable during setup, before the barrier that precedes any transfer.
+  if (cmaToPeer_ < 0) cmaToPeer_ = out_->cmaReadable.load(std::memory_order_acquire) ? 1 : 0;
   while (!sends_.empty()) {
     Transfer* t = sends_.front();
+    const bool byAddress = pointerMode_ || (cmaToPeer_ == 1 && t->bytes >= cmaMin_);
     uint64_t tail = out_->tail.load(std::memory_order_acquire);
     while (t->posted < t->bytes && outHead_ - tail < slots_) {
       const size_t chunk = std::min<uint64_t>(slotBytes_, t->bytes - t->posted);
@@ -55,11 +62,13 @@ Status LocalConnection::progressSends(bool* progressed) {
       d.msgBytes = t->bytes;
       d.chunkBytes = chunk;
       const char* src = static_cast<const char*>(t->src) + t->posted;
-      if (pointerMode_) {
+      if (byAddress) {
         d.ptr = reinterpret_cast<uint64_t>(src);
+        d.mode = pointerMode_ ? kSlotPointer : kSlotCma;
       } else {
         kernels::copy(theirs_->slotData(me_, outHead_), src, chunk);
         d.ptr = 0;
+        d.mode = kSlotData;
       }
       t->posted += chunk;
       t->lastSeq = outHead_;
@@ -67,9 +76,9 @@ Status LocalConnection::progressSends(bool* progressed) {
       out_->head.store(outHead_, std::memory_order_release);
       published = true;
     }
-    // Copy mode: the data is in the slots, the user buffer is free. Pointer mode: wait until the
-    // receiver consumed our last chunk, since it reads our buffer.
-    bool done = t->posted == t->bytes && (!pointerMode_ || tail > t->lastSeq);
+    // Data in slots: the user buffer is free once copied. By address: wait until the receiver
+    // consumed our last chunk, since it reads our buffer.
+    bool done = t->posted == t->bytes && (!byAddress || tail > t->lastSeq);
     if (!done) break;
     t->complete = true;
     sends_.pop_front();
@@ -93,9 +102,20 @@ Status LocalConnection::progressRecvs(bool* progressed) {
       if (d.msgBytes != t->bytes || d.chunkBytes != expect)
         return invalidUsage("message size mismatch: rank {} sent {} bytes, rank {} expects {} bytes", peer_,
                             d.msgBytes, me_, t->bytes);
-      const void* src = pointerMode_ ? reinterpret_cast<const void*>(d.ptr) : mine_->slotData(peer_, inTail_);
+      const void* src = d.mode == kSlotPointer ? reinterpret_cast<const void*>(d.ptr) : mine_->slotData(peer_, inTail_);
       char* dst = static_cast<char*>(t->dst) + t->posted;
-      if (t->kind == Transfer::Recv) {
+      if (d.mode == kSlotCma) {
+        // Single copy: straight from the sender's buffer into ours, or into a one-chunk bounce
+        // buffer that the reduction then reads while it is still in cache.
+        if (t->kind == Transfer::Recv) {
+          STRATA_RETURN_IF_ERROR(cmaRead(dst, d.ptr, d.chunkBytes));
+        } else {
+          if (bounce_.size() < d.chunkBytes) bounce_.resize(slotBytes_);
+          STRATA_RETURN_IF_ERROR(cmaRead(bounce_.data(), d.ptr, d.chunkBytes));
+          kernels::reduce(dst, static_cast<const char*>(t->src) + t->posted, bounce_.data(),
+                          d.chunkBytes / kernels::dtypeSize(t->dtype), t->dtype, t->op);
+        }
+      } else if (t->kind == Transfer::Recv) {
         kernels::copy(dst, src, d.chunkBytes);
       } else {
         const size_t es = kernels::dtypeSize(t->dtype);
@@ -116,6 +136,30 @@ Status LocalConnection::progressRecvs(bool* progressed) {
     *progressed = true;
   }
   return OkStatus();
+}
+
+Status LocalConnection::cmaRead(void* dst, uint64_t remote, size_t bytes) {
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{static_cast<char*>(dst) + done, bytes - done};
+    iovec far{reinterpret_cast<void*>(remote + done), bytes - done};
+    ssize_t r = process_vm_readv(peerPid_, &local, 1, &far, 1, 0);
+    if (r <= 0) {
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && errno == ESRCH) return remoteError("rank {} (pid {}) died", peer_, peerPid_);
+      return systemError("cross-memory read of {} bytes from rank {} failed: {}", bytes - done, peer_,
+                         r < 0 ? strerror(errno) : "no progress");
+    }
+    done += static_cast<size_t>(r);
+  }
+  return OkStatus();
+}
+
+bool probeCma(int pid, uint64_t remoteAddr, uint32_t expect) {
+  uint32_t got = 0;
+  iovec local{&got, sizeof(got)};
+  iovec far{reinterpret_cast<void*>(remoteAddr), sizeof(got)};
+  return process_vm_readv(pid, &local, 1, &far, 1, 0) == static_cast<ssize_t>(sizeof(got)) && got == expect;
 }
 
 Status LocalConnection::progress(bool* progressed) {

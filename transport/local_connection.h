@@ -6,6 +6,7 @@
 
 #include <deque>
 #include <memory>
+#include <vector>
 
 #include "transport/connection.h"
 #include "transport/local_endpoint.h"
@@ -28,6 +29,7 @@ class LocalConnection final : public Connection {
  private:
   Status progressSends(bool* progressed);
   Status progressRecvs(bool* progressed);
+  Status cmaRead(void* dst, uint64_t remote, size_t bytes);
 
   int me_, peer_;
   std::shared_ptr<Endpoint> mine_, theirs_;
@@ -37,8 +39,15 @@ class LocalConnection final : public Connection {
   int peerPid_;
   uint32_t slots_;
   uint64_t slotBytes_;
+  int cmaToPeer_ = -1;  ///< -1 unknown yet; 1 if the peer can read our memory (set up at init)
+  size_t cmaMin_;
+  std::vector<char> bounce_;  ///< CMA reductions land here first (one chunk, cache-resident)
   uint64_t outHead_ = 0, inTail_ = 0;
   std::deque<Transfer*> sends_, recvs_;
 };
+
+/// True if this process can read `remoteAddr` of process `pid` through process_vm_readv and finds
+/// `expect` there (the endpoint magic): cross-memory attach works between the two.
+bool probeCma(int pid, uint64_t remoteAddr, uint32_t expect);
 
 }  // namespace strata

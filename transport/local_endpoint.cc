@@ -84,6 +84,7 @@ Status Endpoint::create(const std::string& shmName, int rank, int nranks, int sl
   h->pid = getpid();
   h->slots = static_cast<uint32_t>(slots);
   h->slotBytes = slotBytes;
+  h->probeAddr = reinterpret_cast<uint64_t>(&h->magic);
   h->failed.store(0);
   for (int i = 0; i < nranks; ++i)
     new (static_cast<char*>(base) + sizeof(EndpointHeader) + sizeof(ChannelCtrl) * i) ChannelCtrl();

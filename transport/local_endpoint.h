@@ -18,16 +18,23 @@ namespace strata {
 
 constexpr int kMaxLocalSlots = 64;
 
+/// How a chunk travels: its bytes in the slot, or the sender's address (read directly by a
+/// same-process receiver, or through cross-memory attach, process_vm_readv, by another process).
+enum SlotMode : uint32_t { kSlotData = 0, kSlotPointer = 1, kSlotCma = 2 };
+
 struct SlotDesc {
   uint64_t msgBytes;   ///< total bytes of the message this chunk belongs to (framing check)
   uint64_t chunkBytes;
-  uint64_t ptr;        ///< pointer mode: sender's address of the chunk
+  uint64_t ptr;        ///< pointer / CMA modes: the sender's address of the chunk
+  uint32_t mode;       ///< SlotMode
+  uint32_t pad;
 };
 
 /// One directed channel (sender -> this endpoint's rank). head/tail count chunks.
 struct alignas(64) ChannelCtrl {
   alignas(64) std::atomic<uint64_t> head{0};  ///< chunks published by the sender
   alignas(64) std::atomic<uint64_t> tail{0};  ///< chunks consumed by the receiver
+  std::atomic<uint32_t> cmaReadable{0};       ///< receiver can process_vm_readv the sender's memory
   alignas(64) SlotDesc desc[kMaxLocalSlots];
 };
 
@@ -38,6 +45,7 @@ struct alignas(64) EndpointHeader {
   int32_t pid;
   uint32_t slots;
   uint64_t slotBytes;
+  uint64_t probeAddr;  ///< address of `magic` in the owner's address space (CMA probe)
   std::atomic<uint32_t> failed;  ///< set when this rank failed or aborted: peers stop waiting on it
   char failReason[256];          ///< written before `failed` is set
   Doorbell bell;

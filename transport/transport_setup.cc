@@ -1,6 +1,7 @@
 // transport_setup.cc: endpoint creation, peer classification and eager connection of all peers.
 #include "transport/transport_setup.h"
 
+#include <sys/prctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -51,6 +52,8 @@ Status setupTransports(Bootstrap& bs, CommTransports* out) {
     anyThreads |= kind[p] == PeerKind::Threads;
     anyShm |= kind[p] == PeerKind::Shm;
   }
+  // Let same-machine peers read our buffers under Yama's ptrace restrictions (scope 1).
+  if (anyShm && cfg.localCma) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   if (anyThreads || anyShm) {
     std::string name = anyShm ? endpointShmName(out->commTag, me) : std::string();
     STRATA_RETURN_IF_ERROR(Endpoint::create(name, me, n, cfg.localSlots, cfg.localSlotBytes, anyShm, &out->endpoint));
@@ -67,6 +70,9 @@ Status setupTransports(Bootstrap& bs, CommTransports* out) {
         if (!theirs) return internalError("rank {}: endpoint of same-process rank {} not found", me, p);
       } else {
         STRATA_RETURN_IF_ERROR(Endpoint::open(endpointShmName(out->commTag, p), p, &theirs));
+        // Tell p (through our channel for it) whether we can read its memory directly.
+        if (cfg.localCma && probeCma(infos[p].pid, theirs->header()->probeAddr, theirs->header()->magic))
+          out->endpoint->channel(p)->cmaReadable.store(1, std::memory_order_release);
       }
       out->conns[p] = std::make_unique<LocalConnection>(me, p, out->endpoint, theirs, kind[p] == PeerKind::Threads,
                                                         infos[p].pid);
