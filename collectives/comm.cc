@@ -195,6 +195,29 @@ Status Comm::destroyOp(strataRedOp_t op) {
   return OkStatus();
 }
 
+const Schedule& Comm::schedule(Algo algo, const CollArgs& a) {
+  ++scheduleClock_;
+  CachedSchedule* victim = nullptr;
+  for (CachedSchedule& c : schedules_) {
+    if (c.algo == algo && c.args.coll == a.coll && c.args.count == a.count && c.args.root == a.root &&
+        c.args.nranks == a.nranks && c.args.rank == a.rank) {
+      c.lastUse = scheduleClock_;
+      return c.schedule;
+    }
+    if (!victim || c.lastUse < victim->lastUse) victim = &c;
+  }
+  if (schedules_.size() < kScheduleCacheSize) {
+    schedules_.reserve(kScheduleCacheSize);  // entries never move: references stay valid
+    schedules_.push_back(CachedSchedule{});
+    victim = &schedules_.back();
+  }
+  victim->algo = algo;
+  victim->args = a;
+  victim->lastUse = scheduleClock_;
+  buildSchedule(algo, a, &victim->schedule);
+  return victim->schedule;
+}
+
 char* Comm::scratch(size_t bytes) {
   if (scratch_.size() < bytes) scratch_.resize(std::max(bytes, scratch_.size() * 2));
   return scratch_.data();

@@ -71,7 +71,11 @@ class Comm : public strataComm {
 
   /// Scratch memory of at least `bytes`, kept across calls (grows, never shrinks).
   char* scratch(size_t bytes);
-  Schedule& schedule() { return schedule_; }
+  /// The schedule for (algo, args), built on first use and cached (least recently used of
+  /// kScheduleCacheSize evicted): training repeats the same shapes, so steady-state calls neither
+  /// build schedules nor allocate.
+  const Schedule& schedule(Algo algo, const CollArgs& args);
+  static constexpr size_t kScheduleCacheSize = 64;
 
  private:
   Comm() = default;
@@ -85,7 +89,14 @@ class Comm : public strataComm {
   CommTransports transports_;
   std::vector<CustomOp> customOps_;
   std::vector<char> scratch_;
-  Schedule schedule_;
+  struct CachedSchedule {
+    Algo algo;
+    CollArgs args;
+    uint64_t lastUse;
+    Schedule schedule;
+  };
+  std::vector<CachedSchedule> schedules_;
+  uint64_t scheduleClock_ = 0;
   std::mutex errMu_;
   std::string lastError_;
   Status failStatus_;

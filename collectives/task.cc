@@ -107,9 +107,8 @@ Status Task::initCollective(Comm& comm, const CollCall& call) {
 
   const Algo algo = chooseAlgo(TunerInput{call.coll, n, ext.in > ext.out ? ext.in * esize_ : ext.out * esize_,
                                           comm.allLocal()});
-  label_ = fmt::format("{}({})", collName(call.coll), algoName(algo));
-  Schedule& sched = comm.schedule();
-  buildSchedule(algo, CollArgs{call.coll, n, r, call.root, call.count}, &sched);
+  algo_ = algo;
+  const Schedule& sched = comm.schedule(algo, CollArgs{call.coll, n, r, call.root, call.count});
 
   // Staging: pre-multiplied sums scale the input into scratch; in-place all-to-all copies it.
   const CustomOp* custom = reduction ? comm.customOp(call.op) : nullptr;
@@ -141,7 +140,8 @@ Status Task::initCollective(Comm& comm, const CollCall& call) {
     if (op.code == OpCode::Reduce) ro.src2 = resolve(op.src2);
     if (writesDst) ro.dst = resolve(op.dst);
     if ((readsSrc && !ro.src) || (op.code == OpCode::Reduce && !ro.src2) || (writesDst && !ro.dst))
-      return internalError("{} schedule of rank {} touches a buffer this rank does not have", label_, r);
+      return internalError("{}({}) schedule of rank {} touches a buffer this rank does not have",
+                           collName(call.coll), algoName(algo), r);
     ops_.push_back(ro);
   }
   steps_.assign(sched.steps.begin(), sched.steps.end());
@@ -156,7 +156,6 @@ Status Task::initCollective(Comm& comm, const CollCall& call) {
 
 Status Task::initP2P(Comm& comm, const std::vector<P2PCall>& calls) {
   reset(comm);
-  label_ = "SendRecv";
   dtype_ = strataUint8;
   esize_ = 1;
   steps_.push_back(Schedule::Step{0, 0});
@@ -291,16 +290,19 @@ std::string Task::describe() const {
       }
     }
   }
-  return fmt::format("{} step {}/{}{}", label_, step_ + 1, steps_.size(),
+  std::string label = isP2P_ ? std::string("send/recv") : fmt::format("{}({})", collName(call_.coll), algoName(algo_));
+  return fmt::format("{} step {}/{}{}", label, step_ + 1, steps_.size(),
                      waiting.empty() ? "" : ", waiting on rank(s) " + waiting);
 }
 
 Status runTasks(std::vector<std::vector<Task*>>& lists) {
   const Config& cfg = config();
-  std::vector<size_t> cur(lists.size(), 0);
+  // Reused across calls: the steady state allocates nothing.
+  thread_local std::vector<size_t> cur;
+  thread_local WaitSet ws;
+  cur.assign(lists.size(), 0);
   Status first;
   double lastProgress = net::nowSec(), lastCheck = lastProgress;
-  WaitSet ws;
   auto failList = [&](size_t li, const Status& st) {
     Comm* c = lists[li][cur[li]]->comm();
     c->fail(st);

@@ -170,7 +170,9 @@ TEST(ThreadRanksP2P, MismatchedSizesFailOnBothSidesInsteadOfHanging) {
     strataResult_t rc = rank == 0 ? strataSend(buf.data(), 1000, strataUint8, 1, comm)
                                   : strataRecv(buf.data(), 999, strataUint8, 0, comm);
     if (rc != strataSuccess) errors++;
-    if (rank == 1) EXPECT_NE(std::string(strataGetLastError(comm)).find("size mismatch"), std::string::npos);
+    if (rank == 1) {
+      EXPECT_NE(std::string(strataGetLastError(comm)).find("size mismatch"), std::string::npos);
+    }
   });
   EXPECT_EQ(errors.load(), 2);
 }

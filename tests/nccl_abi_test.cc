@@ -219,8 +219,20 @@ TEST_P(NcclAbiNvidiaHeader, AllChecksPass) {
   expectAllRanksPassed(r, n, "strata-run -n " + std::to_string(n) + " nccl_abi_prog_nvidia");
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, NcclAbiNvidiaHeader, ::testing::Values(2, 3),
+INSTANTIATE_TEST_SUITE_P(WorldSizes, NcclAbiNvidiaHeader, ::testing::Range(1, 9),
                          [](const auto& info) { return "N" + std::to_string(info.param); });
+
+// The "done" bar of the foundation issue: 4 ranks as threads and 3 ranks from ncclCommInitAll,
+// in a program that only ever saw NVIDIA's header.
+TEST(NcclAbi, NvidiaHeaderThreads4AndInitAll3) {
+  REQUIRE_PROGRAM(NCCL_ABI_PROG_NVIDIA);
+  const char* old = getenv("LD_LIBRARY_PATH");
+  std::string ld = std::string(NCCL_LIB_DIR) + (old && *old ? std::string(":") + old : "");
+  RunResult t = runProgram({NCCL_ABI_PROG_NVIDIA, "threads", "4"}, {{"LD_LIBRARY_PATH", ld}}, kJobTimeoutSec);
+  expectAllRanksPassed(t, 4, "nccl_abi_prog_nvidia threads 4");
+  RunResult a = runProgram({NCCL_ABI_PROG_NVIDIA, "initall", "3"}, {{"LD_LIBRARY_PATH", ld}}, kJobTimeoutSec);
+  expectAllRanksPassed(a, 3, "nccl_abi_prog_nvidia initall 3");
+}
 
 TEST(NcclAbi, NvidiaBuildLinksNoCudaRuntime) {
   REQUIRE_PROGRAM(NCCL_ABI_PROG_NVIDIA);

@@ -4,11 +4,11 @@
 // process) copies through the shared staging slots.
 #pragma once
 
-#include <deque>
 #include <memory>
 #include <vector>
 
 #include "transport/connection.h"
+#include "transport/fifo.h"
 #include "transport/local_endpoint.h"
 
 namespace strata {
@@ -43,7 +43,7 @@ class LocalConnection final : public Connection {
   size_t cmaMin_;
   std::vector<char> bounce_;  ///< CMA reductions land here first (one chunk, cache-resident)
   uint64_t outHead_ = 0, inTail_ = 0;
-  std::deque<Transfer*> sends_, recvs_;
+  Fifo<Transfer*> sends_, recvs_;
 };
 
 /// True if this process can read `remoteAddr` of process `pid` through process_vm_readv and finds

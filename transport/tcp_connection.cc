@@ -49,7 +49,7 @@ Status TcpConnection::fail(Status st) {
   return broken_;
 }
 
-bool TcpConnection::locate(std::deque<Posted>& q, uint64_t seq, Transfer** t, size_t* off) {
+bool TcpConnection::locate(Fifo<Posted>& q, uint64_t seq, Transfer** t, size_t* off) {
   for (Posted& p : q) {
     if (seq >= p.firstSeq && seq < p.firstSeq + p.nchunks) {
       *t = p.t;

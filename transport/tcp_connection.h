@@ -4,12 +4,12 @@
 // directly in the destination; reductions go through a per-socket chunk buffer.
 #pragma once
 
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "transport/connection.h"
+#include "transport/fifo.h"
 
 namespace strata {
 
@@ -62,13 +62,13 @@ class TcpConnection final : public Connection {
   Status fail(Status st);
   Status progressSend(SockState& s, bool* progressed);
   Status progressRecv(SockState& s, bool* progressed);
-  bool locate(std::deque<Posted>& q, uint64_t seq, Transfer** t, size_t* off);
+  bool locate(Fifo<Posted>& q, uint64_t seq, Transfer** t, size_t* off);
   uint64_t chunksOf(size_t bytes) const { return (bytes + chunk_ - 1) / chunk_; }
 
   int me_, peer_;
   size_t chunk_;
   std::vector<SockState> socks_;
-  std::deque<Posted> sends_, recvs_;
+  Fifo<Posted> sends_, recvs_;
   uint64_t sendSeq_ = 0, recvSeq_ = 0;  ///< next sequence number to post
   uint64_t nextAssign_ = 0;             ///< next send chunk to hand to a socket
   Status broken_;
