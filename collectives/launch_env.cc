@@ -29,8 +29,9 @@ bool parseInt(const char* s, int* out) {
   return true;
 }
 
-// "node[01-04,07],other" -> "node01"; "a,b" -> "a".
-std::string firstHost(const std::string& list) {
+}  // namespace
+
+std::string firstSlurmHost(const std::string& list) {
   std::string h;
   for (size_t i = 0; i < list.size(); ++i) {
     char c = list[i];
@@ -44,8 +45,6 @@ std::string firstHost(const std::string& list) {
   }
   return h;
 }
-
-}  // namespace
 
 Status readLaunchEnv(LaunchInfo* out) {
   const Config& cfg = config();
@@ -77,7 +76,7 @@ Status readLaunchEnv(LaunchInfo* out) {
     parseInt(env("SLURM_NTASKS"), &out->nranks);
     jobKey = std::string(env("SLURM_JOB_ID") ? env("SLURM_JOB_ID") : "") + "." +
              (env("SLURM_STEP_ID") ? env("SLURM_STEP_ID") : "");
-    if (env("SLURM_STEP_NODELIST")) host = firstHost(env("SLURM_STEP_NODELIST"));
+    if (env("SLURM_STEP_NODELIST")) host = firstSlurmHost(env("SLURM_STEP_NODELIST"));
   } else {
     return invalidArgument(
         "no launch environment found: run under strata-run, torchrun (RANK, WORLD_SIZE, MASTER_ADDR, "

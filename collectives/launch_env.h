@@ -2,6 +2,8 @@
 // and a unique id. These variables belong to the launchers, not to strata's configuration registry.
 #pragma once
 
+#include <string>
+
 #include "strata/strata.h"
 #include "transport/status.h"
 
@@ -19,5 +21,8 @@ struct LaunchInfo {
 /// port), or, without MASTER_ADDR, at the first host of the job (localhost for single-node mpirun,
 /// the first node of SLURM_STEP_NODELIST under srun) on a port derived from the job id.
 Status readLaunchEnv(LaunchInfo* out);
+
+/// The first host of a Slurm host list: "node[01-04,07],gpu2" -> "node01".
+std::string firstSlurmHost(const std::string& nodeList);
 
 }  // namespace strata

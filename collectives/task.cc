@@ -2,6 +2,8 @@
 #include "collectives/task.h"
 
 #include <algorithm>
+#include <sched.h>
+
 #include <cstring>
 
 #include "collectives/comm.h"
@@ -347,7 +349,13 @@ Status runTasks(std::vector<std::vector<Task*>>& lists) {
       lastProgress = now;
       continue;
     }
-    if (now - lastProgress < cfg.spinMicros * 1e-6) continue;
+    if (now - lastProgress < cfg.spinMicros * 1e-6) {
+      // Past the first microseconds, give the core away on every poll: when ranks outnumber cores
+      // the peer we wait for may be queued behind us. With nothing else runnable this returns at
+      // once and we keep polling.
+      if (now - lastProgress > 20e-6) sched_yield();
+      continue;
+    }
     if (now - lastCheck > 0.1) {
       lastCheck = now;
       for (size_t li = 0; li < lists.size(); ++li) {

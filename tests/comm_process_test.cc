@@ -76,6 +76,19 @@ TEST(ProcessEnv, TorchrunStyleVariablesWork) {
   EXPECT_EQ(countPassedRanks(r.out), 2) << r.out;
 }
 
+TEST(ProcessEnv, SrunStyleVariablesWork) {
+  // Two ranks started by hand with the variables srun sets; rank 0 serves the rendezvous on the
+  // first host of the step's node list, on a port derived from the job and step ids.
+  std::string job = std::to_string(100000 + getpid());
+  std::string common = "env -u STRATA_UNIQUE_ID -u MASTER_ADDR -u MASTER_PORT SLURM_NTASKS=2 SLURM_JOB_ID=" + job +
+                       " SLURM_STEP_ID=0 SLURM_STEP_NODELIST=localhost ";
+  std::string cmd = common + "SLURM_PROCID=1 " WORKER_BIN " --quick & p=$!; " + common + "SLURM_PROCID=0 " WORKER_BIN
+                    " --quick; b=$?; wait $p; a=$?; exit $((a | b))";
+  RunResult r = run("timeout 120 bash -c '" + cmd + "'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(countPassedRanks(r.out), 2) << r.out;
+}
+
 TEST(ProcessEnv, MpirunVariablesWork) {
 #ifdef MPIRUN_BIN
   RunResult r = run("timeout 120 " MPIRUN_BIN " --allow-run-as-root --oversubscribe -n 3 " WORKER_BIN " --quick");

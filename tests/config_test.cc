@@ -1,0 +1,63 @@
+// config_test.cc: the configuration registry (typed parsing, errors naming the variable, the
+// documented table) and launch-environment helpers.
+#include <gtest/gtest.h>
+
+#include "collectives/launch_env.h"
+#include "support/thread_ranks.h"
+#include "transport/config.h"
+
+using namespace strata;
+
+TEST(Config, DefaultsAndTypedValues) {
+  strata::testing::ScopedEnv a("STRATA_TIMEOUT", "2.5");
+  strata::testing::ScopedEnv b("STRATA_LOCAL_SLOT_BYTES", "64K");
+  strata::testing::ScopedEnv c("STRATA_ALGO", "rhd");
+  EXPECT_DOUBLE_EQ(config().timeoutSec, 2.5);
+  EXPECT_EQ(config().localSlotBytes, 64u << 10);
+  EXPECT_EQ(config().algo, "rhd");
+}
+
+TEST(Config, BadValuesNameTheVariableAndKeepThePreviousConfig) {
+  const double before = config().timeoutSec;
+  setenv("STRATA_TIMEOUT", "soon", 1);
+  Status st = reloadConfig();
+  unsetenv("STRATA_TIMEOUT");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("STRATA_TIMEOUT='soon'"), std::string::npos) << st.message();
+  EXPECT_DOUBLE_EQ(config().timeoutSec, before);
+  setenv("STRATA_ALGO", "fastest", 1);
+  st = reloadConfig();
+  unsetenv("STRATA_ALGO");
+  EXPECT_NE(st.message().find("not one of auto|ring"), std::string::npos) << st.message();
+  setenv("STRATA_LOCAL_SLOTS", "1000", 1);
+  st = reloadConfig();
+  unsetenv("STRATA_LOCAL_SLOTS");
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(reloadConfig().ok());
+}
+
+TEST(Config, EveryEntryIsDocumented) {
+  auto entries = describeConfig();
+  EXPECT_GE(entries.size(), 15u);
+  for (const auto& e : entries) {
+    EXPECT_EQ(e.name.rfind("STRATA_", 0), 0u) << e.name;
+    EXPECT_FALSE(e.help.empty()) << e.name;
+    EXPECT_FALSE(e.type.empty()) << e.name;
+  }
+}
+
+TEST(LaunchEnv, SlurmHostLists) {
+  EXPECT_EQ(firstSlurmHost("node[01-04,07],gpu2"), "node01");
+  EXPECT_EQ(firstSlurmHost("alpha,beta"), "alpha");
+  EXPECT_EQ(firstSlurmHost("solo"), "solo");
+  EXPECT_EQ(firstSlurmHost("rack1-n[7,9]"), "rack1-n7");
+}
+
+TEST(LaunchEnv, NoLauncherIsAClearError) {
+  for (const char* v : {"STRATA_UNIQUE_ID", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) unsetenv(v);
+  ASSERT_TRUE(reloadConfig().ok());
+  LaunchInfo li;
+  Status st = readLaunchEnv(&li);
+  EXPECT_EQ(st.code(), strataInvalidArgument);
+  EXPECT_NE(st.message().find("no launch environment"), std::string::npos) << st.message();
+}
