@@ -1,6 +1,7 @@
 // comm.cc: communicator creation (join, split), error state, abort and custom ops.
 #include "collectives/comm.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,6 +75,12 @@ Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg) {
   const auto& infos = bootstrap_->infos();
   allLocal_ = config().transport != "tcp";
   for (const RankInfo& i : infos) allLocal_ = allLocal_ && i.hostHash == infos[0].hostHash;
+  int localRanks = 0;
+  for (const RankInfo& i : infos) localRanks += i.hostHash == infos[rank_].hostHash;
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  int ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  oversubscribed_ = localRanks > ncpu;
   customOps_.resize(4);
   Status st = setupTransports(*bootstrap_, &transports_);
   if (!st.ok()) return Status(st.code(), fmt::format("rank {}: transport setup failed: {}", rank_, st.message()));

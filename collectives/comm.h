@@ -45,6 +45,9 @@ class Comm : public strataComm {
   /// True when every rank of the comm is on one machine and reachable without the network (the
   /// same answer on every rank, so tuner choices agree).
   bool allLocal() const { return allLocal_; }
+  /// More ranks of this communicator on this machine than cores this process may use: waits
+  /// yield the core from the first poll instead of spinning.
+  bool oversubscribed() const { return oversubscribed_; }
 
   // Error state.
   void setLastError(const std::string& msg);
@@ -83,6 +86,7 @@ class Comm : public strataComm {
 
   int rank_ = 0, nranks_ = 1;
   bool allLocal_ = true;
+  bool oversubscribed_ = false;
   uint64_t splitCount_ = 0;
   std::string name_;
   std::unique_ptr<Bootstrap> bootstrap_;

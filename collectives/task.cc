@@ -305,6 +305,11 @@ Status runTasks(std::vector<std::vector<Task*>>& lists) {
   cur.assign(lists.size(), 0);
   Status first;
   double lastProgress = net::nowSec(), lastCheck = lastProgress;
+  // Oversubscribed (or one thread driving several ranks): yield from the first idle poll.
+  bool yieldAtOnce = lists.size() > 1;
+  for (auto& l : lists)
+    if (!l.empty()) yieldAtOnce = yieldAtOnce || l[0]->comm()->oversubscribed();
+  const double pureSpin = yieldAtOnce ? 0 : 20e-6;
   auto failList = [&](size_t li, const Status& st) {
     Comm* c = lists[li][cur[li]]->comm();
     c->fail(st);
@@ -353,7 +358,7 @@ Status runTasks(std::vector<std::vector<Task*>>& lists) {
       // Past the first microseconds, give the core away on every poll: when ranks outnumber cores
       // the peer we wait for may be queued behind us. With nothing else runnable this returns at
       // once and we keep polling.
-      if (now - lastProgress > 20e-6) sched_yield();
+      if (now - lastProgress > pureSpin) sched_yield();
       continue;
     }
     if (now - lastCheck > 0.1) {
