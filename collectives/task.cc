@@ -303,6 +303,10 @@ Status runTasks(std::vector<std::vector<Task*>>& lists) {
   thread_local std::vector<size_t> cur;
   thread_local WaitSet ws;
   cur.assign(lists.size(), 0);
+  if (ws.bells.capacity() == 0) {  // sleeping must not allocate either, even the first time
+    ws.bells.reserve(64);
+    ws.fds.reserve(256);
+  }
   Status first;
   double lastProgress = net::nowSec(), lastCheck = lastProgress;
   // Oversubscribed (or one thread driving several ranks): yield from the first idle poll.
