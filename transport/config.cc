@@ -101,7 +101,8 @@ const std::vector<Entry>& entries() {
        "cross-memory attach (process_vm_readv) when the kernel allows it",
        [](Config& c, const std::string& v) { return parseBool("STRATA_LOCAL_CMA", v, &c.localCma); },
        [](const Config& c) { return std::string(c.localCma ? "1" : "0"); }},
-      {"STRATA_CMA_MIN_BYTES", "bytes", "smallest message sent through cross-memory attach",
+      {"STRATA_CMA_MIN_BYTES", "bytes", "smallest message sent through cross-memory attach (below it, copies through cache-resident "
+       "shared slots measured faster: see docs/PERFORMANCE.md)",
        [](Config& c, const std::string& v) { return parseSize("STRATA_CMA_MIN_BYTES", v, 0, &c.cmaMinBytes); },
        [](const Config& c) { return fmt::format("{}", c.cmaMinBytes); }},
       {"STRATA_TCP_SOCKETS", "count", "tcp sockets per peer pair (1..16)",
