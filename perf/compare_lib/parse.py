@@ -1,0 +1,193 @@
+"""parse.py: reads the result tables of nccl-tests-format perf tools (strata's, the MPI and Gloo peers').
+
+The format (nccl-tests' README): comment lines start with '#'; one header comment names the columns
+
+  #  size  count  type  redop  root  time algbw busbw #wrong  time algbw busbw #wrong
+                                     |---- out-of-place ----|  |------ in-place ----|
+
+and each data row starts with the size in bytes. Times are in microseconds, bandwidths in GB/s, #wrong
+is an integer or N/A. Lines relayed by strata-run carry a "[rank] " prefix: only rank 0's are read.
+A missing header means the 13 columns above.
+"""
+
+import re
+
+DEFAULT_HEADER = ["size", "count", "type", "redop", "root",
+                  "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong"]
+TYPE_SIZES = {"int8": 1, "uint8": 1, "char": 1, "int32": 4, "uint32": 4, "int": 4, "int64": 8, "uint64": 8,
+              "half": 2, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2, "float": 4, "float32": 4,
+              "fp32": 4, "double": 8, "float64": 8, "fp64": 8, "f8e4m3": 1, "f8e5m2": 1,
+              "fp8e4m3": 1, "fp8e5m2": 1}
+_RANK_PREFIX = re.compile(r"^\[(\d+)\]\s?")
+_COLL_LINE = re.compile(r"Collective test starting:\s*(\S+?)(?:_perf)?\s*$")
+_AVG_LINE = re.compile(r"Avg bus bandwidth\s*:\s*([-+0-9.eE]+)")
+_RANK_LINE = re.compile(r"^Rank\s+\d+\b")
+
+
+def _number(tok):
+    if tok in ("N/A", "-", "n/a"):
+        return None
+    try:
+        return int(tok)
+    except ValueError:
+        return float(tok)
+
+
+class Table:
+    """The rows of one run of one tool: rows are dicts (size, count, type, redop, root, oop, ip) where
+    oop/ip are dicts (time, algbw, busbw, wrong) or None; problems lists what did not parse."""
+
+    def __init__(self):
+        self.rows = []
+        self.problems = []
+        self.coll = None
+        self.avg_busbw = None
+        self.nranks = None  # from the "#  Rank  r ..." lines, when the tool prints them
+        self.runs = 1
+
+    def to_json(self):
+        return {"coll": self.coll, "nranks": self.nranks, "runs": self.runs, "avg_busbw": self.avg_busbw,
+                "rows": self.rows, "problems": self.problems}
+
+
+def _split_header(cols):
+    """(leading column names, [(start index, group names)] for each time/algbw/busbw/#wrong group)."""
+    starts = [i for i, c in enumerate(cols) if c == "time"]
+    if not starts:
+        return None
+    groups = []
+    for j, s in enumerate(starts):
+        end = starts[j + 1] if j + 1 < len(starts) else len(cols)
+        groups.append((s, cols[s:end]))
+    return cols[:starts[0]], groups
+
+
+def parse_text(text):
+    """Parses one tool's output (stdout) into a Table."""
+    t = Table()
+    header = DEFAULT_HEADER
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip()
+        m = _RANK_PREFIX.match(line)
+        if m:
+            if m.group(1) != "0":
+                continue
+            line = line[m.end():]
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            body = s.lstrip("#").strip()
+            toks = body.split()
+            if "size" in toks and "count" in toks and "time" in toks:
+                header = toks  # "#wrong" stays one token (older nccl-tests: "error")
+            mc = _COLL_LINE.search(body)
+            if mc:  # "all_reduce_perf", "mpi_all_reduce_perf", "gloo_all_reduce_perf" -> "all_reduce"
+                t.coll = re.sub(r"^(mpi|gloo)_", "", mc.group(1))
+            if _RANK_LINE.match(body):
+                t.nranks = (t.nranks or 0) + 1
+            ma = _AVG_LINE.search(body)
+            if ma:
+                t.avg_busbw = float(ma.group(1))
+            continue
+        toks = s.split()
+        if not toks[0].isdigit():
+            continue  # a log line of the tool or the launcher
+        if len(toks) != len(header):
+            t.problems.append(f"line {lineno}: {len(toks)} columns, header has {len(header)}: {s!r}")
+            continue
+        split = _split_header(header)
+        if split is None:
+            t.problems.append(f"line {lineno}: header has no time column")
+            continue
+        lead, groups = split
+        row = {}
+        try:
+            for name, tok in zip(lead, toks):
+                row[name] = _number(tok) if name in ("size", "count", "root") else tok
+            for k, (start, names) in enumerate(groups[:2]):
+                g = {}
+                for name, tok in zip(names, toks[start:start + len(names)]):
+                    g["wrong" if name in ("#wrong", "error") else name] = _number(tok)
+                row["oop" if k == 0 else "ip"] = g
+        except ValueError as e:
+            t.problems.append(f"line {lineno}: not a number ({e}): {s!r}")
+            continue
+        row.setdefault("ip", None)
+        t.rows.append(row)
+    return t
+
+
+def check(table, name="output"):
+    """Consistency problems of a parsed table (list of strings; empty when it looks right)."""
+    probs = [f"{name}: {p}" for p in table.problems]
+    if not table.rows:
+        probs.append(f"{name}: no data rows")
+        return probs
+    prev = -1
+    factors = []
+    for r in table.rows:
+        size = r.get("size")
+        if not isinstance(size, int):
+            probs.append(f"{name}: size {size!r} is not an integer")
+            continue
+        if size < prev:
+            probs.append(f"{name}: size {size} after {prev}: sizes not ascending")
+        prev = size
+        tsize = TYPE_SIZES.get(str(r.get("type", "")).lower())
+        count = r.get("count")
+        if tsize and isinstance(count, int) and count * tsize != size and size % tsize == 0:
+            # nccl-tests prints the per-rank count for some collectives (size/nranks): allow multiples
+            if count == 0 or size % (count * tsize) != 0:
+                probs.append(f"{name}: size {size}: count {count} x {tsize} B matches no split of the size")
+        for part in ("oop", "ip"):
+            g = r.get(part)
+            if not g:
+                continue
+            tm, alg, bus = g.get("time"), g.get("algbw"), g.get("busbw")
+            if not all(isinstance(v, (int, float)) for v in (tm, alg, bus)):
+                probs.append(f"{name}: size {size} {part}: missing time/algbw/busbw")
+                continue
+            if tm <= 0:
+                probs.append(f"{name}: size {size} {part}: time {tm} <= 0")
+                continue
+            expect = size / tm / 1e3  # B/us -> GB/s
+            if abs(expect - alg) > 0.011 + 0.03 * expect:
+                probs.append(f"{name}: size {size} {part}: algbw {alg} but size/time = {expect:.3f} GB/s")
+            if alg >= 0.5:
+                factors.append(bus / alg)
+            if isinstance(g.get("wrong"), int) and g["wrong"] > 0:
+                probs.append(f"{name}: size {size} {part}: {g['wrong']} wrong elements")
+    if factors and max(factors) - min(factors) > 0.03 * max(factors) + 0.02:
+        probs.append(f"{name}: busbw/algbw varies from {min(factors):.3f} to {max(factors):.3f} across rows")
+    return probs
+
+
+def best_of(tables):
+    """Merges repeated runs: per size (and type/redop/root), the least time and the highest bandwidth of
+    each column across the runs, the most #wrong."""
+    merged = Table()
+    merged.coll = next((t.coll for t in tables if t.coll), None)
+    merged.nranks = next((t.nranks for t in tables if t.nranks), None)
+    by_key = {}
+    for t in tables:
+        merged.problems.extend(t.problems)
+        for r in t.rows:
+            key = (r.get("size"), r.get("type"), r.get("redop"), r.get("root"))
+            if key not in by_key:
+                by_key[key] = {k: (dict(v) if isinstance(v, dict) else v) for k, v in r.items()}
+                merged.rows.append(by_key[key])
+                continue
+            m = by_key[key]
+            for part in ("oop", "ip"):
+                a, b = m.get(part), r.get(part)
+                if not a or not b:
+                    continue
+                for col, pick in (("time", min), ("algbw", max), ("busbw", max), ("wrong", max)):
+                    vals = [v for v in (a.get(col), b.get(col)) if v is not None]
+                    a[col] = pick(vals) if vals else None
+    merged.rows.sort(key=lambda r: r.get("size", 0))
+    avgs = [t.avg_busbw for t in tables if t.avg_busbw is not None]
+    merged.avg_busbw = max(avgs) if avgs else None
+    merged.runs = len(tables)
+    return merged

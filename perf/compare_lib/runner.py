@@ -1,0 +1,125 @@
+"""runner.py: the command line of each implementation's perf tool, and running it.
+
+Implementations (one perf tool each per collective, all nccl-tests-format):
+  strata     build/perf/<coll>_perf                         under build/tools/strata-run -n N
+  mpi        build/perf/[peers/]mpi_<coll>_perf             under mpirun -n N
+  gloo_ring  build/perf/[peers/]gloo_all_reduce_perf --algo ring               under strata-run
+  gloo_hd    build/perf/[peers/]gloo_all_reduce_perf --algo halving_doubling   under strata-run
+  gloo       build/perf/[peers/]gloo_<coll>_perf (other collectives, when built) under strata-run
+"""
+
+import os
+import subprocess
+import time
+
+IMPLS = ["strata", "mpi", "gloo_ring", "gloo_hd", "gloo"]
+LABELS = {"strata": "strata", "mpi": "OpenMPI", "gloo_ring": "Gloo ring",
+          "gloo_hd": "Gloo halving-doubling", "gloo": "Gloo"}
+ALL_COLLS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "alltoall",
+             "gather", "scatter", "sendrecv"]
+
+
+class Job:
+    """One run of one implementation's tool for one collective."""
+
+    def __init__(self, impl, coll, argv, env, binary):
+        self.impl, self.coll, self.argv, self.env, self.binary = impl, coll, argv, env, binary
+
+    def command_line(self):
+        envs = " ".join(f"{k}={v}" for k, v in sorted(self.env.items()))
+        return (envs + " " if envs else "") + " ".join(self.argv)
+
+
+def _peer(build, name):
+    """A peer tool: build/perf/peers/NAME, or build/perf/NAME (where perf/peers puts its binaries)."""
+    for d in (os.path.join(build, "perf", "peers"), os.path.join(build, "perf")):
+        if os.access(os.path.join(d, name), os.X_OK):
+            return os.path.join(d, name)
+    return os.path.join(build, "perf", "peers", name)
+
+
+def jobs_for(coll, impls, opts):
+    """(jobs, skipped): the runnable jobs of `coll`, and a reason for each implementation skipped."""
+    build = opts.build_dir
+    run = os.path.join(build, "tools", "strata-run")
+    tool_args = ["-b", str(opts.b), "-e", str(opts.e), "-f", str(opts.f),
+                 "-n", str(opts.iters), "-w", str(opts.warmup)]
+    strata_env = {} if opts.transport == "auto" else {"STRATA_TRANSPORT": opts.transport}
+    strata_launch = [run, "-n", str(opts.ranks), "--timeout", str(opts.timeout), "--"]
+    mpi_launch = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", str(opts.ranks)]
+    if opts.transport == "tcp":
+        mpi_launch += ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp"]
+    elif opts.transport == "local":
+        mpi_launch += ["--mca", "pml", "ob1", "--mca", "btl", "self,vader"]
+    mpi_launch += opts.mpi_args.split() if opts.mpi_args else []
+
+    candidates = []
+    for impl in impls:
+        if impl == "strata":
+            binary = os.path.join(build, "perf", f"{coll}_perf")
+            candidates.append((impl, binary, strata_launch + [binary] + tool_args, strata_env, run))
+        elif impl == "mpi":
+            binary = _peer(build, f"mpi_{coll}_perf")
+            candidates.append((impl, binary, mpi_launch + [binary] + tool_args, {}, "mpirun"))
+        elif impl in ("gloo_ring", "gloo_hd"):
+            if coll != "all_reduce":
+                continue
+            binary = _peer(build, "gloo_all_reduce_perf")
+            algo = "ring" if impl == "gloo_ring" else "halving_doubling"
+            candidates.append((impl, binary, strata_launch + [binary, "--algo", algo] + tool_args, {}, run))
+        elif impl == "gloo":
+            if coll == "all_reduce":
+                continue  # covered by gloo_ring and gloo_hd
+            binary = _peer(build, f"gloo_{coll}_perf")
+            candidates.append((impl, binary, strata_launch + [binary] + tool_args, {}, run))
+
+    jobs, skipped = [], {}
+    for impl, binary, argv, env, launcher in candidates:
+        if not os.access(binary, os.X_OK):
+            skipped[impl] = f"{binary} not built"
+        elif launcher == run and not os.access(run, os.X_OK):
+            skipped[impl] = f"{run} not built"
+        elif launcher == "mpirun" and not _which("mpirun"):
+            skipped[impl] = "mpirun not found (apt-get install openmpi-bin)"
+        else:
+            jobs.append(Job(impl, coll, argv, env, binary))
+    return jobs, skipped
+
+
+def _which(name):
+    return any(os.access(os.path.join(d, name), os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep))
+
+
+def run_job(job, timeout):
+    """Runs a job: (stdout, stderr, returncode, seconds). A timeout gives returncode 124."""
+    env = dict(os.environ)
+    env.update(job.env)
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(job.argv, env=env, capture_output=True, text=True, timeout=timeout + 30,
+                           errors="replace")
+        out, err, rc = p.stdout, p.stderr, p.returncode
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        rc = 124
+    return out, err, rc, time.monotonic() - t0
+
+
+def machine_info():
+    """A short description of this machine: CPU model, CPUs, memory."""
+    model, mem = "unknown CPU", ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal"):
+                    mem = f", {int(line.split()[1]) / 2**20:.0f} GiB"
+                    break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} CPUs{mem}"
