@@ -1,6 +1,7 @@
 // hot_path_alloc_test.cc: after warm-up, collectives allocate nothing. Global operator new is
 // replaced to count allocations while a window is open; ranks are threads, over the local
 // transport and over tcp.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"  // malloc/free behind a replaced new is fine
 #include <gtest/gtest.h>
 
 #include <atomic>

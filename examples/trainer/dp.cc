@@ -1,0 +1,198 @@
+// dp.cc: the communication thread, gradient buckets and ZeRO parameter gathers.
+#include "dp.h"
+
+namespace trainer {
+
+GradSync::GradSync(Ctx& c) : c_(c), zero_(c.cfg.zero) {
+  for (int k = 0; k < NCLS; ++k) pending_[k].assign(c.ps->cls[k].units.size(), 0);
+  thread_ = std::thread([this] { loop(); });
+}
+
+GradSync::~GradSync() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void GradSync::loop() {
+  for (;;) {
+    std::function<void()> fn;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      fn = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    fn();
+  }
+}
+
+void GradSync::post(int cls, int unit, std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    pending_[cls][size_t(unit)]++;
+    queue_.push_back([this, cls, unit, fn = std::move(fn)] {
+      double t0 = now();
+      fn();
+      std::lock_guard<std::mutex> lk2(mu_);
+      busy_ += now() - t0;
+      pending_[cls][size_t(unit)]--;
+      done_.notify_all();
+    });
+  }
+  cv_.notify_all();
+}
+
+void GradSync::waitUnit(int cls, int unit) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (pending_[cls][size_t(unit)] == 0) return;
+  double t0 = now();
+  done_.wait(lk, [&] { return pending_[cls][size_t(unit)] == 0; });
+  c_.tm.gradWait += now() - t0;
+}
+
+void GradSync::waitAll() {
+  std::unique_lock<std::mutex> lk(mu_);
+  auto idle = [&] {
+    for (auto& v : pending_)
+      for (int p : v)
+        if (p) return false;
+    return true;
+  };
+  if (idle()) return;
+  double t0 = now();
+  done_.wait(lk, idle);
+  c_.tm.gradWait += now() - t0;
+}
+
+double GradSync::busySeconds() {
+  std::lock_guard<std::mutex> lk(mu_);
+  double b = busy_;
+  busy_ = 0;
+  return b;
+}
+
+void GradSync::beginStep(int microbatches) {
+  for (auto& cb : c_.ps->cls) std::fill(cb.grad.begin(), cb.grad.end(), 0.f);
+  emb_.assign(size_t(microbatches), {});
+  embUsed_.assign(size_t(microbatches), 0);
+}
+
+void GradSync::beforeBackward(int key) {
+  for (auto [k, u] : c_.ps->unitsOf(key)) {
+    if (k == CE) continue;
+    if (zero_ >= 2) waitUnit(k, u);
+    ClassBuf& cb = c_.ps->cls[k];
+    const Unit& un = cb.units[size_t(u)];
+    std::fill(cb.scratch.begin() + ptrdiff_t(un.begin), cb.scratch.begin() + ptrdiff_t(un.end), 0.f);
+  }
+}
+
+void GradSync::reduceUnit(int k, int u) {
+  ClassBuf& cb = c_.ps->cls[k];
+  Group& g = c_.mesh->red[k];
+  const Unit& un = cb.units[size_t(u)];
+  if (!g.active()) return;
+  if (zero_ == 0) g.comm.allReduce(cb.grad.data() + un.begin, cb.grad.data() + un.begin, un.end - un.begin);
+  else g.comm.reduceScatter(cb.grad.data() + un.begin, cb.grad.data() + cb.shardBegin(un), cb.shardLen(un));
+}
+
+void GradSync::afterBackward(int key, bool lastMicro) {
+  for (auto [k, u] : c_.ps->unitsOf(key)) {
+    if (k == CE) continue;
+    ClassBuf& cb = c_.ps->cls[k];
+    const Unit& un = cb.units[size_t(u)];
+    if (zero_ < 2) {
+      for (size_t i = un.begin; i < un.end; ++i) cb.grad[i] += cb.scratch[i];
+      if (!lastMicro) continue;
+      auto fn = [this, k = k, u = u] { reduceUnit(k, u); };
+      if (c_.cfg.noOverlap) deferred_.push_back([this, k = k, u = u, fn] { post(k, u, fn); });
+      else post(k, u, fn);
+    } else {
+      // ZeRO-2/3: reduce-scatter this microbatch's gradient now and add it to the shard.
+      post(k, u, [this, k = k, u = u] {
+        ClassBuf& b = c_.ps->cls[k];
+        const Unit& n = b.units[size_t(u)];
+        Group& g = c_.mesh->red[k];
+        const size_t len = b.shardLen(n), at = b.shardBegin(n);
+        if (!g.active()) {
+          for (size_t i = 0; i < len; ++i) b.grad[at + i] += b.scratch[at + i];
+          return;
+        }
+        std::vector<float> tmp(len);
+        g.comm.reduceScatter(b.scratch.data() + n.begin, tmp.data(), len);
+        for (size_t i = 0; i < len; ++i) b.grad[at + i] += tmp[i];
+      });
+      if (c_.cfg.noOverlap) waitUnit(k, u);
+    }
+  }
+}
+
+float* GradSync::embScratch(int mb) {
+  auto& s = emb_[size_t(mb)];
+  if (!embUsed_[size_t(mb)]) {
+    s.assign(c_.ps->cls[CE].size, 0.f);
+    embUsed_[size_t(mb)] = 1;
+  }
+  return s.data();
+}
+
+void GradSync::embDone(int mb) {
+  ClassBuf& cb = c_.ps->cls[CE];
+  auto& s = emb_[size_t(mb)];
+  for (size_t i = 0; i < cb.size; ++i) cb.grad[i] += s[i];
+  std::vector<float>().swap(s);
+  embUsed_[size_t(mb)] = 0;
+}
+
+void GradSync::finish() {
+  for (auto& fn : deferred_) fn();
+  deferred_.clear();
+  if (c_.mesh->inClass[CE])
+    for (int u = 0; u < int(c_.ps->cls[CE].units.size()); ++u) post(CE, u, [this, u] { reduceUnit(CE, u); });
+  waitAll();
+}
+
+void GradSync::gather(int key) {
+  for (auto [k, u] : c_.ps->unitsOf(key)) {
+    if (k == CE) continue;
+    ClassBuf& cb = c_.ps->cls[k];
+    const Unit& un = cb.units[size_t(u)];
+    c_.allGather(c_.mesh->gat[k], cb.param.data() + cb.shardBegin(un), cb.param.data() + un.begin, cb.shardLen(un));
+  }
+}
+
+void GradSync::release(int key) {
+  for (auto [k, u] : c_.ps->unitsOf(key)) {
+    if (k == CE) continue;
+    ClassBuf& cb = c_.ps->cls[k];
+    const Unit& un = cb.units[size_t(u)];
+    if (cb.shards == 1) continue;
+    const size_t a = cb.shardBegin(un), b = a + cb.shardLen(un);
+    std::fill(cb.param.begin() + ptrdiff_t(un.begin), cb.param.begin() + ptrdiff_t(a), 0.f);
+    std::fill(cb.param.begin() + ptrdiff_t(b), cb.param.begin() + ptrdiff_t(un.end), 0.f);
+  }
+}
+
+void GradSync::gatherClass(int k) {
+  ClassBuf& cb = c_.ps->cls[k];
+  if (k == CE && !c_.mesh->inClass[CE]) return;
+  for (const Unit& un : cb.units)
+    c_.allGather(c_.mesh->gat[k], cb.param.data() + cb.shardBegin(un), cb.param.data() + un.begin, cb.shardLen(un));
+}
+
+void GradSync::releaseClass(int k) {
+  ClassBuf& cb = c_.ps->cls[k];
+  if (cb.shards == 1) return;
+  for (const Unit& un : cb.units) {
+    const size_t a = cb.shardBegin(un), b = a + cb.shardLen(un);
+    std::fill(cb.param.begin() + ptrdiff_t(un.begin), cb.param.begin() + ptrdiff_t(a), 0.f);
+    std::fill(cb.param.begin() + ptrdiff_t(b), cb.param.begin() + ptrdiff_t(un.end), 0.f);
+  }
+}
+
+}  // namespace trainer

@@ -1,0 +1,58 @@
+// model.h: the GPT, one pipeline chunk at a time.
+//
+//   x   = wte[tok] + wpe[pos]                                  (chunk 0: vocab-parallel lookup)
+//   per block:  x += attn.proj(attention(attn.qkv(ln1(x))))     (column / row parallel, ring attention)
+//               x += mlp.proj(gelu(mlp.fc(ln2(x))))  or  MoE(ln2(x))
+//   logits = ln_f(x) @ wte^T, loss = cross-entropy              (last chunk: tied head, vocab-parallel)
+//
+// Chunk c of pp*V holds layers [c*L/(pp*V), (c+1)*L/(pp*V)) and runs on pipeline rank c % pp.
+// forward/backward of (chunk, microbatch) keep their activations between the two calls.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "context.h"
+#include "data.h"
+#include "ep.h"
+
+namespace trainer {
+
+struct LayerAct {
+  std::vector<float> x, ln1, ln1m, ln1r, ain, qkv, att, lse, x2, ln2, ln2m, ln2r, min, h, g;
+  ep::MoeCache moe;
+};
+
+struct ChunkAct {
+  std::vector<LayerAct> layers;
+  std::vector<float> xlast, lnf, lnfm, lnfr, hin, logits, rowMax, stats;
+};
+
+class Model {
+ public:
+  explicit Model(Ctx& c) : c_(c) {}
+  /// Sets the step's microbatches (this rank's rows of each) and resets the loss sums.
+  void beginStep(const std::vector<MicroBatch>* mbs, double scoredTokens);
+  /// Local chunk v (global chunk v*pp + stage) on microbatch mb. xin: the previous chunk's output
+  /// (ignored for chunk 0); xout receives this chunk's output (left empty for the last chunk).
+  void forward(int v, int mb, const float* xin, std::vector<float>& xout);
+  /// dxout: gradient of this chunk's output (ignored for the last chunk); dxin receives the
+  /// gradient of its input (left empty for chunk 0).
+  void backward(int v, int mb, const float* dxout, std::vector<float>& dxin);
+
+  double ceSum = 0;   // sum of scored token losses this rank counts (tp rank 0 of the last stage)
+  double auxSum = 0;  // sum of aux losses this rank counts (tp*cp rank 0)
+
+ private:
+  int chunkOf(int v) const { return v * c_.mesh->size[PP] + c_.mesh->coord[PP]; }
+  void layerFwd(int l, LayerAct& a, const MicroBatch& mb, const float* x, float* out);
+  void layerBwd(int l, LayerAct& a, const MicroBatch& mb, const float* dout, float* dx);
+
+  Ctx& c_;
+  const std::vector<MicroBatch>* mbs_ = nullptr;
+  std::map<std::pair<int, int>, ChunkAct> acts_;
+  std::vector<int> backwardCount_;
+  float ceScale_ = 0, auxScale_ = 0;
+};
+
+}  // namespace trainer

@@ -1,0 +1,344 @@
+// train.cc: strata-train, a small GPT trainer that runs every parallelism mode over strata.
+//
+//   build/tools/strata-run -n 8 -- build/examples/trainer/strata-train --dp 2 --tp 2 --pp 2
+//       ... --layers 4 --hidden 64 --heads 4 --seq 32 --batch 16 --vocab 256 --data text --steps 50
+//   build/tools/strata-run -n 8 --threads -- build/examples/trainer/strata-train ...   (ranks as threads)
+//   build/examples/trainer/strata-train --parity      (every layout against one rank, as a table)
+//
+// One training step: build this rank's microbatches, run the pipeline schedule (forward and
+// backward of each microbatch, gradient buckets reduced by the communication thread meanwhile),
+// reduce the tied embedding, all-reduce the loss, clip and apply AdamW. See docs/TRAINER.md.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <iterator>
+#include <map>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "checkpoint.h"
+#include "dp.h"
+#include "model.h"
+#include "optim.h"
+#include "pp.h"
+#include "strata/strata.hpp"
+#include "tp.h"
+
+namespace trainer {
+
+namespace {
+
+struct RunResult {
+  std::vector<double> losses;  // per step, from the first step run
+  int firstStep = 0;
+};
+
+// One rank's whole training run. `print`: this rank reports (world rank 0).
+RunResult runRank(const Config& cfg, strata::Communicator& world, bool print) {
+  Mesh mesh = buildMesh(cfg, world);
+  print = print && mesh.rank == 0;
+  Data data(cfg);
+  ParamStore ps;
+  buildStore(ps, cfg, mesh, cfg.zero);
+  Ctx c;
+  c.init(cfg, mesh, ps, data);
+  GradSync sync(c);
+  c.sync = &sync;
+  Model model(c);
+  Pipeline pipe(c, model);
+  if (print && !cfg.quiet) {
+    std::printf("strata-train: %d ranks, layout %s\n%s", mesh.world, cfg.layoutString().c_str(),
+                mesh.mapping().c_str());
+    size_t nparams = 0;
+    for (auto& t : rankTensors(cfg, meshShape(cfg, 0))) nparams += t.size();
+    std::printf("model: %d layers, hidden %d, %d heads, seq %d, vocab %d%s; data: %s; rank 0 holds %zu parameters\n",
+                cfg.layers, cfg.hidden, cfg.heads, cfg.seq, cfg.vocab,
+                cfg.moe() ? fmt::format(", {} experts top-{}", cfg.experts, cfg.topk).c_str() : "",
+                data.source().c_str(), nparams);
+    if (cfg.pp > 1)
+      std::printf("pipeline: %s, %d microbatches, %d virtual stages, %d ticks\n", cfg.schedule.c_str(),
+                  cfg.microbatches, cfg.virtualStages, pipe.ticks());
+    std::fflush(stdout);
+  }
+  RunResult res;
+  int start = 0;
+  if (!cfg.load.empty()) {
+    start = loadCheckpoint(c, cfg.load);
+    if (print && !cfg.quiet) std::printf("resumed from %s at step %d\n", cfg.load.c_str(), start);
+  } else if (cfg.zero == 3) {
+    for (int k = 0; k < NCLS; ++k) sync.releaseClass(k);
+  }
+  res.firstStep = start;
+  std::FILE* log = nullptr;
+  if (print && !cfg.lossLog.empty()) {
+    log = std::fopen(cfg.lossLog.c_str(), start > 0 ? "a" : "w");
+    if (!log) throw std::runtime_error("cannot write " + cfg.lossLog);
+  }
+  const double scored = double(cfg.batch) * double(data.scoredPerSequence());
+  const int M = cfg.microbatches;
+  for (int step = start; step < cfg.steps; ++step) {
+    c.tm.reset();
+    const double t0 = now();
+    std::vector<MicroBatch> mbs;
+    for (int mb = 0; mb < M; ++mb) mbs.push_back(makeMicroBatch(data, cfg, mesh, step, mb));
+    sync.beginStep(M);
+    model.beginStep(&mbs, scored);
+    if (cfg.zero == 3) sync.gatherClass(CE);
+    const double pipeTime = pipe.run(tp::resRows(c, mbs[0].rows()));
+    sync.finish();
+    double sums[2] = {model.ceSum, model.auxSum};
+    c.allReduce(mesh.all, sums, 2);
+    const double loss = sums[0] / scored + sums[1] / double(M * cfg.dataRanks());
+    const double norm = optimizerStep(c, step + 1);
+    if (cfg.zero == 3) sync.releaseClass(CE);
+    const double wall = now() - t0;
+    const Timers tm = c.tm;
+    double bubble = pipeTime > 0 ? 1.0 - c.tm.busy / pipeTime : 0.0;
+    c.allReduce(mesh.all, &bubble, 1);
+    bubble /= mesh.world;
+    const double bg = sync.busySeconds();
+    res.losses.push_back(loss);
+    if (log) std::fprintf(log, "%d %.9g\n", step + 1, loss), std::fflush(log);
+    if (print && !cfg.quiet) {
+      const double exposed = tm.commMain + tm.gradWait;
+      std::printf("step %4d | loss %.6f | %7.0f tok/s | compute %6.1f ms | comm %6.1f ms (exposed %6.1f ms) | "
+                  "norm %.3f",
+                  step + 1, loss, double(cfg.batch) * cfg.seq / wall, 1e3 * (wall - exposed - tm.ppComm),
+                  1e3 * (tm.commMain + bg), 1e3 * exposed, norm);
+      if (cfg.pp > 1)
+        std::printf(" | pp send/recv %5.1f ms | bubble %.3f (theory %.3f)", 1e3 * tm.ppComm, bubble,
+                    theoreticalBubble(cfg));
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+    if (!cfg.save.empty() && step + 1 == (cfg.saveAt > 0 ? cfg.saveAt : cfg.steps)) {
+      saveCheckpoint(c, cfg.save, step + 1);
+      if (print && !cfg.quiet) std::printf("saved checkpoint after step %d to %s\n", step + 1, cfg.save.c_str());
+    }
+  }
+  if (log) std::fclose(log);
+  if (print && !res.losses.empty()) {
+    std::printf("final loss %.4f (first %.4f); %s %.4f nats\n", res.losses.back(), res.losses.front(),
+                cfg.data == "text" ? "unigram entropy of the corpus" : "loss of guessing among the copy symbols",
+                data.chanceLoss());
+    std::fflush(stdout);
+  }
+  return res;
+}
+
+// Runs `n` ranks as threads of this process; returns rank 0's result. A failing rank ends the
+// process (its peers would otherwise wait for it).
+RunResult runThreads(const Config& cfg, int n, bool print) {
+  std::vector<strata::Communicator> comms = strata::Communicator::threads(n);
+  RunResult res;
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        RunResult rr = runRank(cfg, comms[size_t(r)], print && r == 0);
+        if (r == 0) res = std::move(rr);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "strata-train: rank %d failed: %s\n", r, e.what());
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
+    });
+  for (auto& t : ts) t.join();
+  return res;
+}
+
+void writePlot(const Config& cfg, const std::vector<double>& losses, int first, double chance) {
+  const std::string dat = cfg.plot + ".dat";
+  {
+    std::ofstream out(dat);
+    for (size_t i = 0; i < losses.size(); ++i) out << first + int(i) + 1 << " " << losses[i] << "\n";
+  }
+  std::string script = fmt::format(
+      "set terminal pngcairo size 900,500; set output '{}'; set xlabel 'step'; set ylabel 'loss (nats)';"
+      "set title 'strata-train {} ({} data)'; set grid;"
+      "plot '{}' using 1:2 with lines lw 2 title 'training loss', {} with lines dt 2 title '{}'",
+      cfg.plot, cfg.layoutString(), cfg.data, dat, chance, cfg.data == "text" ? "unigram entropy" : "chance (copy symbols)");
+  std::string cmd = "gnuplot -e \"" + script + "\" 2>&1";
+  if (std::system(cmd.c_str()) != 0)
+    std::fprintf(stderr, "strata-train: gnuplot failed or is not installed; the data is in %s\n", dat.c_str());
+  else
+    std::printf("loss curve: %s\n", cfg.plot.c_str());
+}
+
+// ---- parity matrix -------------------------------------------------------------------------
+
+struct Case {
+  const char* name;
+  std::function<void(Config&)> apply;
+  bool bitwise;  // reduction order identical to the reference (two data ranks, one microbatch each)
+};
+
+Config parityBase() {
+  Config b;
+  b.layers = 4, b.hidden = 32, b.heads = 4, b.seq = 16, b.vocab = 256, b.batch = 8, b.steps = 10;
+  b.data = "text", b.quiet = true, b.lr = 3e-3f;
+  return b;
+}
+
+void moe(Config& c) { c.experts = 4, c.topk = 2, c.capacityFactor = 1.0f; }
+
+std::vector<Case> parityCases() {
+  return {
+      {"dp2", [](Config& c) { c.dp = 2; }, true},
+      {"zero1", [](Config& c) { c.dp = 2, c.zero = 1; }, true},
+      {"zero2", [](Config& c) { c.dp = 2, c.zero = 2; }, true},
+      {"zero3", [](Config& c) { c.dp = 2, c.zero = 3; }, true},
+      {"tp2", [](Config& c) { c.tp = 2; }, false},
+      {"tp2_sp", [](Config& c) { c.tp = 2, c.sp = true; }, false},
+      {"pp2_gpipe", [](Config& c) { c.pp = 2, c.schedule = "gpipe", c.microbatches = 4; }, false},
+      {"pp2_1f1b", [](Config& c) { c.pp = 2, c.schedule = "1f1b", c.microbatches = 4; }, false},
+      {"pp2_interleaved",
+       [](Config& c) { c.pp = 2, c.schedule = "interleaved", c.microbatches = 4, c.virtualStages = 2; }, false},
+      {"cp2", [](Config& c) { c.cp = 2; }, false},
+      {"ep2", [](Config& c) { moe(c), c.ep = 2; }, false},
+      {"dp2_tp2_pp2", [](Config& c) { c.dp = 2, c.tp = 2, c.pp = 2, c.microbatches = 2; }, false},
+      {"tp2_cp2_ep2_sp", [](Config& c) { moe(c), c.tp = 2, c.cp = 2, c.ep = 2, c.sp = true; }, false},
+      {"dp2_tp2_pp2_zero3_sp",
+       [](Config& c) { c.dp = 2, c.tp = 2, c.pp = 2, c.zero = 3, c.sp = true, c.microbatches = 2; }, false},
+      {"dp2_tp2_ep2_zero1", [](Config& c) { moe(c), c.dp = 2, c.tp = 2, c.ep = 2, c.zero = 1; }, false},
+      {"pp2_cp2_ep2_zero2", [](Config& c) { moe(c), c.pp = 2, c.cp = 2, c.ep = 2, c.zero = 2, c.microbatches = 2; }, false},
+      {"tp2_pp2_interleaved_sp",
+       [](Config& c) { c.tp = 2, c.pp = 2, c.sp = true, c.schedule = "interleaved", c.microbatches = 4, c.virtualStages = 2; },
+       false},
+      {"dp4_zero3", [](Config& c) { c.dp = 4, c.zero = 3; }, false},
+      {"cp4", [](Config& c) { c.cp = 4; }, false},
+      {"pp4_1f1b", [](Config& c) { c.pp = 4, c.microbatches = 4; }, false},
+      {"dp2_tp2_pp2_order", [](Config& c) { c.dp = 2, c.tp = 2, c.pp = 2, c.microbatches = 2, c.order = "pp-dp-tp-cp-ep"; },
+       false},
+  };
+}
+
+// The single-rank run a layout must match: same model and data, one microbatch per data rank's share.
+Config referenceOf(const Config& c) {
+  Config r = c;
+  r.dp = r.tp = r.pp = r.cp = r.ep = 1;
+  r.sp = false, r.zero = 0, r.schedule = "1f1b", r.virtualStages = 1;
+  r.microbatches = c.microbatches * c.dataRanks();
+  return r;
+}
+
+// Runs cfg as processes: launcher -n N -- this program <flags> --loss-log FILE; returns the losses.
+std::vector<double> runProcesses(const Config& cfg, const std::string& launcher, const std::string& tag) {
+  char tmpl[] = "/tmp/strata-train-parity-XXXXXX";
+  if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  const std::string dir = tmpl, log = dir + "/loss.log";
+  std::string cmd = fmt::format("'{}' -n {} -- /proc/{}/exe", launcher, cfg.worldSize(), getpid());
+  for (const std::string& a : toArgs(cfg)) cmd += " '" + a + "'";
+  cmd += " --loss-log '" + log + "' > '" + dir + "/out.txt' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::vector<double> losses;
+  std::ifstream in(log);
+  int step;
+  double loss;
+  while (in >> step >> loss) losses.push_back(loss);
+  if (rc != 0) {
+    std::ifstream out(dir + "/out.txt");
+    std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+    std::fprintf(stderr, "%s: launcher exited with %d:\n%s\n", tag.c_str(), rc, text.c_str());
+  }
+  std::filesystem::remove_all(dir);
+  return losses;
+}
+
+int runParity(const ParityOptions& opt) {
+  const std::vector<std::string>& only = opt.cases;
+  auto run = [&](const Config& c, const std::string& tag) {
+    return opt.launcher.empty() ? runThreads(c, c.worldSize(), false).losses : runProcesses(c, opt.launcher, tag);
+  };
+  std::map<std::string, std::vector<double>> refCache;
+  int failures = 0, ran = 0;
+  std::printf("parity matrix: every layout against one rank on the same tokens (ranks as %s)\n",
+              opt.launcher.empty() ? "threads" : "processes");
+  std::printf("%-24s %5s  %-42s %13s %8s  %s\n", "case", "ranks", "layout", "max rel diff", "bitwise", "result");
+  for (const Case& k : parityCases()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), k.name) == only.end()) continue;
+    ++ran;
+    Config cfg = parityBase();
+    k.apply(cfg);
+    std::string err = validate(cfg, cfg.worldSize());
+    if (!err.empty()) {
+      std::printf("%-24s invalid layout:\n%s", k.name, err.c_str());
+      ++failures;
+      continue;
+    }
+    Config ref = referenceOf(cfg);
+    std::string key = fmt::format("{}-{}", ref.microbatches, ref.experts);
+    if (!refCache.count(key)) refCache[key] = run(ref, std::string(k.name) + " reference");
+    const std::vector<double>& a = refCache[key];
+    std::vector<double> b = run(cfg, k.name);
+    double worst = 0;
+    bool same = a.size() == b.size();
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+      worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(a[i]));
+      same = same && a[i] == b[i];
+    }
+    bool ok = a.size() == b.size() && worst <= 1e-5 && (!k.bitwise || same);
+    failures += !ok;
+    std::printf("%-24s %5d  %-42s %13.2e %8s  %s\n", k.name, cfg.worldSize(), cfg.layoutString().c_str(), worst,
+                same ? "yes" : "no", ok ? "ok" : "FAIL");
+    std::fflush(stdout);
+  }
+  if (!only.empty() && ran != int(only.size())) {
+    std::printf("unknown parity case among the ones asked for\n");
+    return 2;
+  }
+  std::printf("parity: %d passed, %d failed (reference: 1 rank, same tokens; %s steps, tolerance 1e-5 relative)\n",
+              ran - failures, failures, std::to_string(parityBase().steps).c_str());
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace trainer
+
+int main(int argc, char** argv) {
+  using namespace trainer;
+  Config cfg;
+  ParityOptions parity;
+  if (int rc = parseArgs(argc, argv, cfg, &parity); rc >= 0) return rc;
+  try {
+    if (parity.active()) return runParity(parity);
+    const char* nthreads = std::getenv("STRATA_NTHREADS");
+    const bool threads = nthreads && !std::getenv("STRATA_RANK");
+    const bool launched = std::getenv("STRATA_RANK") || std::getenv("RANK") || std::getenv("OMPI_COMM_WORLD_RANK") ||
+                          std::getenv("SLURM_PROCID");
+    RunResult res;
+    if (threads || !launched) {
+      const int n = threads ? std::atoi(nthreads) : 1;
+      if (std::string err = validate(cfg, n); !err.empty()) {
+        std::fprintf(stderr, "strata-train: invalid layout for %d ranks:\n%s", n, err.c_str());
+        return 2;
+      }
+      res = runThreads(cfg, n, true);
+    } else {
+      strata::Communicator world = strata::Communicator::fromEnv();
+      if (std::string err = validate(cfg, world.size()); !err.empty()) {
+        std::fprintf(stderr, "strata-train: invalid layout for %d ranks:\n%s", world.size(), err.c_str());
+        std::fflush(stderr);
+        world.barrier();  // every rank has said so before any exits (the launcher stops the rest)
+        return 2;
+      }
+      res = runRank(cfg, world, true);
+      if (world.rank() != 0) return 0;
+    }
+    if (!cfg.plot.empty() && !res.losses.empty()) {
+      Data d(cfg);
+      writePlot(cfg, res.losses, res.firstStep, d.chanceLoss());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata-train: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# trainer_cli_test.sh CHECK STRATA_TRAIN STRATA_RUN WORKDIR: end-to-end checks of strata-train.
+#   processes   8 rank processes (dp2 x tp2 x pp2) and 4 rank threads match the 1-rank loss curve
+#   checkpoint  saved under one layout, resumed under another: the same losses as an unbroken run
+#   learn       the copy task falls near zero; text falls below the corpus' unigram entropy
+#   invalid     bad layouts are refused on every rank before training, exit code 2
+#   plot        --plot writes a PNG (skipped, exit 77, without gnuplot)
+set -euo pipefail
+check=$1 train=$2 run=$3 work=$4
+rm -rf "$work" && mkdir -p "$work" && cd "$work"
+model=(--layers 4 --hidden 32 --heads 4 --seq 16 --vocab 256 --batch 8 --data text --quiet)
+
+# same_losses A B [FIRST_STEP]: every step >= FIRST_STEP in both logs agrees within 1e-5 relative.
+same_losses() {
+  awk -v first="${3:-1}" 'NR == FNR { a[$1] = $2; next }
+    $1 >= first { n++; if (!($1 in a)) { print "step " $1 " missing"; bad = 1; next }
+      d = a[$1] - $2; if (d < 0) d = -d; r = d / (a[$1] < 0 ? -a[$1] : a[$1]);
+      if (r > worst) worst = r; if (r > 1e-5) { print "step " $1 ": " a[$1] " vs " $2; bad = 1 } }
+    END { printf "%d steps compared, max rel diff %.2e\n", n, worst; if (bad || n == 0) exit 1 }' "$1" "$2"
+}
+
+case $check in
+processes)
+  "$train" "${model[@]}" --steps 6 --microbatches 4 --loss-log ref.log
+  "$run" -n 8 -- "$train" "${model[@]}" --steps 6 --dp 2 --tp 2 --pp 2 --microbatches 2 --loss-log p8.log
+  same_losses ref.log p8.log
+  "$train" "${model[@]}" --steps 6 --microbatches 1 --loss-log ref1.log
+  "$run" -n 4 --threads -- "$train" "${model[@]}" --steps 6 --tp 2 --cp 2 --sp --loss-log t4.log
+  same_losses ref1.log t4.log
+  ;;
+checkpoint)
+  "$train" "${model[@]}" --steps 10 --microbatches 2 --loss-log full.log
+  # 1 rank -> dp2 zero3 (sharded optimizer state rebuilt from full tensors)
+  "$train" "${model[@]}" --steps 10 --save-at 5 --save ck1 --microbatches 2 --loss-log a.log
+  "$run" -n 2 --threads -- "$train" "${model[@]}" --steps 10 --dp 2 --zero 3 --load ck1 --loss-log b.log
+  same_losses full.log b.log 6
+  # tp2 x pp2 -> 1 rank
+  "$run" -n 4 --threads -- "$train" "${model[@]}" --steps 5 --tp 2 --pp 2 --microbatches 2 --save ck2 \
+    --loss-log c.log
+  "$train" "${model[@]}" --steps 10 --microbatches 2 --load ck2 --loss-log d.log
+  same_losses full.log d.log 6
+  test -f ck2/meta.json && test -f ck2/wte.bin && test -f ck2/h3.mlp.fc.w.bin
+  # MoE: experts sharded over ep2 (with tp2 and zero2) -> 1 rank, and 1 rank -> ep2 x pp2
+  moe=(--experts 4 --topk 2 --capacity-factor 1)
+  "$train" "${model[@]}" "${moe[@]}" --steps 8 --microbatches 2 --loss-log mfull.log
+  "$run" -n 4 --threads -- "$train" "${model[@]}" "${moe[@]}" --steps 4 --tp 2 --ep 2 --zero 2 --save ck3 \
+    --loss-log m1.log
+  "$train" "${model[@]}" "${moe[@]}" --steps 8 --microbatches 2 --load ck3 --loss-log m2.log
+  same_losses mfull.log m2.log 5
+  "$run" -n 4 -- "$train" "${model[@]}" "${moe[@]}" --steps 8 --ep 2 --pp 2 --schedule gpipe --load ck3 \
+    --loss-log m3.log
+  same_losses mfull.log m3.log 5
+  ;;
+learn)
+  "$train" --steps 300 --seed 3 --loss-log copy.log | tee copy.out
+  awk 'END { if ($2 > 0.1) { print "copy task loss " $2 " did not fall below 0.1"; exit 1 } }' copy.log
+  "$train" --data text --vocab 256 --hidden 32 --heads 4 --layers 2 --seq 32 --batch 16 --steps 200 --lr 3e-3 \
+    --loss-log text.log | tee text.out
+  entropy=$(sed -n 's/.*unigram entropy of the corpus \([0-9.]*\).*/\1/p' text.out)
+  awk -v h="$entropy" 'END { if ($2 >= h - 0.3) { print "text loss " $2 " not well below unigram entropy " h; exit 1 }
+    print "text loss " $2 " < unigram entropy " h }' text.log
+  ;;
+invalid)
+  for args in "--tp 2 --heads 3 --hidden 33" "--tp 2 --vocab 63" "--pp 2 --layers 3 --microbatches 2" \
+              "--pp 2 --microbatches 1" "--ep 2 --experts 3" "--dp 3"; do
+    set +e
+    "$run" -n 2 -- "$train" $args > out.txt 2>&1
+    rc=$?
+    set -e
+    cat out.txt
+    [ "$rc" = 2 ] || { echo "expected exit 2 for '$args', got $rc"; exit 1; }
+    grep -q '^\[0\] strata-train: invalid layout' out.txt && grep -q '^\[1\] strata-train: invalid layout' out.txt ||
+      { echo "'$args' was not refused on every rank"; exit 1; }
+    if grep -q 'step ' out.txt; then echo "training started for '$args'"; exit 1; fi
+  done
+  ;;
+plot)
+  command -v gnuplot >/dev/null || { echo "gnuplot not installed: skipped"; exit 77; }
+  "$train" --steps 20 --plot loss.png
+  test -s loss.png && head -c 4 loss.png | grep -q PNG
+  ;;
+*)
+  echo "unknown check $check"; exit 2 ;;
+esac
+echo "$check: ok"
