@@ -90,7 +90,8 @@ Status readLaunchEnv(LaunchInfo* out) {
   int port = 0;
   if (cfg.rootPort) port = cfg.rootPort;
   else if (env("MASTER_PORT")) parseInt(env("MASTER_PORT"), &port);
-  else port = 20000 + static_cast<int>(topology::hashBytes(jobKey.data(), jobKey.size()) % 20000);
+  // Below Linux's ephemeral range (32768+), so an outgoing connection cannot hold the port.
+  else port = 20000 + static_cast<int>(topology::hashBytes(jobKey.data(), jobKey.size()) % 12000);
   if (port <= 0 || port > 65535) return invalidArgument("root port {} is out of range", port);
 
   UniqueIdData d;

@@ -175,18 +175,46 @@ Status Task::initP2P(Comm& comm, const std::vector<P2PCall>& calls) {
     steps_[0].numOps++;
   }
   // Self messages: the k-th send to self matches the k-th receive from self.
-  std::vector<const P2PCall*> selfSends, selfRecvs;
+  selfSends_.clear();
+  selfRecvs_.clear();
   for (const P2PCall& c : calls)
-    if (c.peer == comm.rank() && c.count) (c.isSend ? selfSends : selfRecvs).push_back(&c);
-  if (selfSends.size() != selfRecvs.size())
+    if (c.peer == comm.rank() && c.count) (c.isSend ? selfSends_ : selfRecvs_).push_back(&c);
+  if (selfSends_.size() != selfRecvs_.size())
     return invalidUsage("rank {}: {} sends to self but {} receives from self in one group", comm.rank(),
-                        selfSends.size(), selfRecvs.size());
-  for (size_t i = 0; i < selfSends.size(); ++i) {
-    size_t sb = selfSends[i]->count * kernels::dtypeSize(selfSends[i]->dtype);
-    size_t rb = selfRecvs[i]->count * kernels::dtypeSize(selfRecvs[i]->dtype);
+                        selfSends_.size(), selfRecvs_.size());
+  for (size_t i = 0; i < selfSends_.size(); ++i) {
+    size_t sb = selfSends_[i]->count * kernels::dtypeSize(selfSends_[i]->dtype);
+    size_t rb = selfRecvs_[i]->count * kernels::dtypeSize(selfRecvs_[i]->dtype);
     if (sb != rb) return invalidUsage("rank {}: send to self of {} bytes but receive of {} bytes", comm.rank(), sb, rb);
-    std::memmove(selfRecvs[i]->buf, selfSends[i]->buf, sb);
   }
+  // A send whose buffer overlaps a receive of the same group (in-place exchanges) is staged:
+  // peers may read a send buffer while it is being received into, since transfers of one group
+  // run concurrently and large ones are read straight from the sender's memory.
+  auto overlaps = [](const char* a, size_t na, const char* b, size_t nb) { return a < b + nb && b < a + na; };
+  size_t stage = 0;
+  for (ROp& o : ops_) {
+    if (o.code != OpCode::Send) continue;
+    bool alias = false;
+    for (const ROp& rv : ops_) alias = alias || (rv.code == OpCode::Recv && overlaps(o.src, o.count, rv.dst, rv.count));
+    for (const P2PCall* rv : selfRecvs_)
+      alias = alias || overlaps(o.src, o.count, static_cast<const char*>(rv->buf), rv->count * kernels::dtypeSize(rv->dtype));
+    if (alias) {
+      o.src2 = o.src;  // remembered: copied into scratch below
+      stage += (o.count + 63) & ~size_t(63);
+    }
+  }
+  if (stage) {
+    char* buf = comm.scratch(stage);
+    for (ROp& o : ops_) {
+      if (o.code != OpCode::Send || !o.src2) continue;
+      std::memcpy(buf, o.src2, o.count);
+      o.src = buf;
+      o.src2 = nullptr;
+      buf += (o.count + 63) & ~size_t(63);
+    }
+  }
+  for (size_t i = 0; i < selfSends_.size(); ++i)
+    std::memmove(selfRecvs_[i]->buf, selfSends_[i]->buf, selfSends_[i]->count * kernels::dtypeSize(selfSends_[i]->dtype));
   if (steps_[0].numOps == 0) steps_.clear();
   return OkStatus();
 }

@@ -78,6 +78,7 @@ class Task {
   bool started_ = false;
   CollCall call_;
   std::vector<P2PCall> p2p_;
+  std::vector<const P2PCall*> selfSends_, selfRecvs_;
   Algo algo_ = Algo::Auto;  ///< for messages; the label is built only on the error path
   strataDataType_t dtype_ = strataUint8;
   size_t esize_ = 1;

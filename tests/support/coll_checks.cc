@@ -284,6 +284,25 @@ void checkAllToAllV(strataComm_t comm, strataDataType_t t, size_t base, CheckRep
   rep->passed++;
 }
 
+void checkInPlaceShift(strataComm_t comm, size_t count, CheckReport* rep) {
+  int n = 0, r = 0;
+  strataCommCount(comm, &n);
+  strataCommUserRank(comm, &r);
+  std::vector<int32_t> buf(count);
+  for (size_t i = 0; i < count; ++i) buf[i] = static_cast<int32_t>(r * 1000003 + i);
+  strataGroupStart();
+  strataSend(buf.data(), count, strataInt32, (r + 1) % n, comm);
+  strataRecv(buf.data(), count, strataInt32, (r + n - 1) % n, comm);
+  strataResult_t rc = strataGroupEnd();
+  std::string label = fmt::format("in-place shift count {} (rank {} of {})", count, r, n);
+  if (rc != strataSuccess) return rep->fail(fmt::format("{}: returned {} ({})", label, static_cast<int>(rc), strataGetLastError(comm)));
+  const int from = (r + n - 1) % n;
+  for (size_t i = 0; i < count; ++i)
+    if (buf[i] != static_cast<int32_t>(from * 1000003 + i))
+      return rep->fail(fmt::format("{}: element {} is {}, expected {}", label, i, buf[i], from * 1000003 + i));
+  rep->passed++;
+}
+
 void runStandardSweep(strataComm_t comm, bool quick, CheckReport* rep) {
   int n = 0;
   strataCommCount(comm, &n);
@@ -316,6 +335,8 @@ void runStandardSweep(strataComm_t comm, bool quick, CheckReport* rep) {
   }
   checkAllToAllV(comm, strataFloat32, 0, rep);
   checkAllToAllV(comm, strataUint8, 1000, rep);
+  checkInPlaceShift(comm, 1001, rep);
+  checkInPlaceShift(comm, quick ? 100003 : 1000003, rep);
 }
 
 }  // namespace strata::testing

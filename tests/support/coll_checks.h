@@ -33,6 +33,10 @@ void checkCollective(strataComm_t comm, CollType coll, strataDataType_t dtype, i
 /// to peer p), plus a self send.
 void checkAllToAllV(strataComm_t comm, strataDataType_t dtype, size_t base, CheckReport* report);
 
+/// Grouped send and receive on one buffer (in-place ring shift): rank r sends its buffer to r+1
+/// and receives r-1's into the same buffer; the result must be r-1's original data.
+void checkInPlaceShift(strataComm_t comm, size_t count, CheckReport* report);
+
 /// The sweep used by the thread and process tests: every collective x in/out of place x counts,
 /// every dtype x op on all-reduce/reduce-scatter/reduce, every root on rooted collectives.
 void runStandardSweep(strataComm_t comm, bool quick, CheckReport* report);

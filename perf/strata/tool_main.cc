@@ -1,0 +1,17 @@
+// tool_main.cc: main() of the strata perf tools (all_reduce_perf, ...): built once per collective
+// with PERF_COLL (a strata::perf::Coll) and PERF_TOOL_NAME.
+//
+//   build/tools/strata-run -n 4 -- build/perf/all_reduce_perf -b 8 -e 64M -f 2
+//   build/perf/all_reduce_perf -t 4 -b 8 -e 64M -f 2          # 4 rank threads in one process
+#include "perf/common/tool.h"
+#include "perf/strata/strata_launch.h"
+
+int main(int argc, char** argv) {
+  using namespace strata::perf;
+  const ToolInfo tool{Coll::PERF_COLL, PERF_TOOL_NAME, "strata",
+                      "Launch: strata-run -n N -- " PERF_TOOL_NAME " [flags] (or mpirun, torchrun, srun);\n"
+                      "-t T runs T rank threads per process (world = processes x T); alone it runs T ranks in\n"
+                      "this process. strata-run --no-prefix prints rank 0's table without the \"[0] \" prefix.",
+                      {}};
+  return toolMain(argc, argv, tool, launchStrataRanks);
+}
