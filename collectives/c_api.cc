@@ -109,6 +109,9 @@ struct GroupState {
   std::vector<std::vector<Task*>> lists;
   std::vector<Comm*> comms;
   std::vector<P2PCall> p2p;
+  RunScratch run;
+  strataComm_t lastComm = nullptr;  ///< last handle found live, valid while the generation holds
+  uint64_t lastGeneration = 0;
   Task* task(size_t i) {
     while (pool.size() <= i) pool.push_back(std::make_unique<Task>());
     return pool[i].get();
@@ -119,6 +122,21 @@ thread_local GroupState tlsGroup;
 /// Runs the queued ops: per communicator, collectives in call order then its sends/receives as one
 /// batch; all communicators concurrently.
 Status runGroup(GroupState& g) {
+  if (g.ops.size() == 1 && g.ops[0].isColl && !config().checkArgs) {
+    // A blocking collective outside a group: one comm, one task.
+    Comm* c = g.ops[0].comm;
+    Task* t = g.task(0);
+    t->setCollective(*c, g.ops[0].coll);
+    g.lists.resize(1);
+    g.lists[0].clear();
+    g.lists[0].push_back(t);
+    c->activeCalls()++;
+    Status st = runTasks(g.lists, g.run);
+    c->activeCalls()--;
+    if (!st.ok()) c->setLastError(st.message());
+    g.ops.clear();
+    return st;
+  }
   g.comms.clear();
   for (const GroupOp& op : g.ops)
     if (std::find(g.comms.begin(), g.comms.end(), op.comm) == g.comms.end()) g.comms.push_back(op.comm);
@@ -159,7 +177,7 @@ Status runGroup(GroupState& g) {
     }
   }
   for (Comm* c : g.comms) c->activeCalls()++;
-  Status st = runTasks(g.lists);
+  Status st = runTasks(g.lists, g.run);
   for (Comm* c : g.comms) c->activeCalls()--;
   g.lists.resize(g.comms.size());
   if (!st.ok())
@@ -168,9 +186,27 @@ Status runGroup(GroupState& g) {
   return st;
 }
 
+/// checkComm with a per-thread cache of the last handle found live (see commRegistryGeneration).
+Status checkCommCached(GroupState& g, strataComm_t handle, Comm** out) {
+  const uint64_t gen = commRegistryGeneration();
+  if (handle != nullptr && handle == g.lastComm && gen == g.lastGeneration) {
+    Comm* c = static_cast<Comm*>(handle);
+    if (!c->failed()) {
+      *out = c;
+      return OkStatus();
+    }
+  }
+  Status st = checkComm(handle, out);
+  if (st.ok()) {
+    g.lastComm = handle;
+    g.lastGeneration = gen;
+  }
+  return st;
+}
+
 strataResult_t submitColl(strataComm_t handle, const CollCall& call) {
   Comm* c = nullptr;
-  Status st = checkComm(handle, &c);
+  Status st = checkCommCached(tlsGroup, handle, &c);
   if (st.ok()) st = validateColl(*c, call);
   if (!st.ok()) return report(c, st);
   GroupState& g = tlsGroup;
@@ -181,7 +217,7 @@ strataResult_t submitColl(strataComm_t handle, const CollCall& call) {
 
 strataResult_t submitP2P(strataComm_t handle, const P2PCall& call) {
   Comm* c = nullptr;
-  Status st = checkComm(handle, &c);
+  Status st = checkCommCached(tlsGroup, handle, &c);
   const char* name = call.isSend ? "Send" : "Recv";
   if (st.ok() && (call.dtype < 0 || call.dtype >= strataNumTypes))
     st = invalidArgument("{}: invalid datatype {}", name, static_cast<int>(call.dtype));

@@ -29,6 +29,8 @@ LiveSet& live() {
 
 }  // namespace
 
+static std::atomic<uint64_t> gUnregistrations{0};
+
 void registerComm(Comm* c) {
   std::lock_guard<std::mutex> lock(live().mu);
   live().set.insert(c);
@@ -36,7 +38,9 @@ void registerComm(Comm* c) {
 void unregisterComm(Comm* c) {
   std::lock_guard<std::mutex> lock(live().mu);
   live().set.erase(c);
+  gUnregistrations.fetch_add(1, std::memory_order_release);
 }
+uint64_t commRegistryGeneration() { return gUnregistrations.load(std::memory_order_acquire); }
 bool isLiveComm(const strataComm* c) {
   if (!c) return false;
   std::lock_guard<std::mutex> lock(live().mu);

@@ -113,6 +113,9 @@ class Comm : public strataComm {
 void registerComm(Comm* c);
 void unregisterComm(Comm* c);
 bool isLiveComm(const strataComm* c);
+/// Changes whenever a communicator is unregistered: a handle found live while it held its value
+/// is still live (callers cache the answer per thread and skip the registry's lock).
+uint64_t commRegistryGeneration();
 
 /// This process's RankInfo for a rank about to join.
 RankInfo localRankInfo(int rank);

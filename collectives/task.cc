@@ -132,7 +132,7 @@ Status Task::initCollective(Comm& comm, const CollCall& call) {
     postDone_ = false;
   }
 
-  ops_.reserve(sched.ops.size());
+  ROp* slot = ops_.grow(sched.ops.size());
   for (const Op& op : sched.ops) {
     ROp ro{op.code, op.peer, nullptr, nullptr, nullptr, op.count};
     const bool readsSrc = op.code == OpCode::Send || op.code == OpCode::RecvReduce || op.code == OpCode::Copy ||
@@ -144,7 +144,7 @@ Status Task::initCollective(Comm& comm, const CollCall& call) {
     if ((readsSrc && !ro.src) || (op.code == OpCode::Reduce && !ro.src2) || (writesDst && !ro.dst))
       return internalError("{}({}) schedule of rank {} touches a buffer this rank does not have",
                            collName(call.coll), algoName(algo), r);
-    ops_.push_back(ro);
+    *slot++ = ro;
   }
   steps_.assign(sched.steps.begin(), sched.steps.end());
   // Pre-work runs now: scratch is this task's until it finishes (tasks of a comm run in order and
@@ -195,7 +195,7 @@ Status Task::initP2P(Comm& comm, const std::vector<P2PCall>& calls) {
   for (ROp& o : ops_) {
     if (o.code != OpCode::Send) continue;
     bool alias = false;
-    for (const ROp& rv : ops_) alias = alias || (rv.code == OpCode::Recv && overlaps(o.src, o.count, rv.dst, rv.count));
+    for (ROp& rv : ops_) alias = alias || (rv.code == OpCode::Recv && overlaps(o.src, o.count, rv.dst, rv.count));
     for (const P2PCall* rv : selfRecvs_)
       alias = alias || overlaps(o.src, o.count, static_cast<const char*>(rv->buf), rv->count * kernels::dtypeSize(rv->dtype));
     if (alias) {
@@ -229,7 +229,7 @@ void Task::runLocal(const ROp& op) {
 
 void Task::beginStep() {
   const Schedule::Step& st = steps_[step_];
-  transfers_.resize(st.numOps);
+  if (transfers_.size() < st.numOps) transfers_.resize(st.numOps);  // grows once, then reused
   for (uint32_t i = 0; i < st.numOps; ++i) {
     const ROp& op = ops_[st.firstOp + i];
     Transfer& t = transfers_[i];
@@ -325,18 +325,17 @@ std::string Task::describe() const {
                      waiting.empty() ? "" : ", waiting on rank(s) " + waiting);
 }
 
-Status runTasks(std::vector<std::vector<Task*>>& lists) {
+Status runTasks(std::vector<std::vector<Task*>>& lists, RunScratch& scratch) {
   const Config& cfg = config();
-  // Reused across calls: the steady state allocates nothing.
-  thread_local std::vector<size_t> cur;
-  thread_local WaitSet ws;
+  std::vector<size_t>& cur = scratch.cur;
+  WaitSet& ws = scratch.ws;
   cur.assign(lists.size(), 0);
   if (ws.bells.capacity() == 0) {  // sleeping must not allocate either, even the first time
     ws.bells.reserve(64);
     ws.fds.reserve(256);
   }
   Status first;
-  double lastProgress = net::nowSec(), lastCheck = lastProgress;
+  double lastCheck = 0;  // set with idleStart: fast calls never read the clock
   // Oversubscribed (or one thread driving several ranks): yield from the first idle poll.
   bool yieldAtOnce = lists.size() > 1;
   for (auto& l : lists)
@@ -378,19 +377,30 @@ Status runTasks(std::vector<std::vector<Task*>>& lists) {
     }
     return allDone;
   };
+  uint32_t idle = 0;  // consecutive polls without progress; the clock is read every 16th
+  double idleStart = 0;
   while (true) {
     bool progressed = false;
     if (step(&progressed)) break;
-    double now = net::nowSec();
     if (progressed) {
-      lastProgress = now;
+      idle = 0;
       continue;
     }
-    if (now - lastProgress < cfg.spinMicros * 1e-6) {
+    // Short waits never read the clock: it starts at the 16th idle poll.
+    if (++idle == 16) {
+      idleStart = net::nowSec();
+      if (lastCheck == 0) lastCheck = idleStart;
+    }
+    if (idle & 15) {
+      if (yieldAtOnce) sched_yield();
+      continue;
+    }
+    const double now = net::nowSec();
+    if (now - idleStart < cfg.spinMicros * 1e-6) {
       // Past the first microseconds, give the core away on every poll: when ranks outnumber cores
       // the peer we wait for may be queued behind us. With nothing else runnable this returns at
       // once and we keep polling.
-      if (now - lastProgress > pureSpin) sched_yield();
+      if (now - idleStart > pureSpin) sched_yield();
       continue;
     }
     if (now - lastCheck > 0.1) {
@@ -399,7 +409,7 @@ Status runTasks(std::vector<std::vector<Task*>>& lists) {
         if (cur[li] >= lists[li].size()) continue;
         Task* t = lists[li][cur[li]];
         Status st = t->checkPeers();
-        if (st.ok() && now - lastProgress > cfg.timeoutSec)
+        if (st.ok() && now - idleStart > cfg.timeoutSec)
           st = makeError(strataTimeout, "no progress for {} s (STRATA_TIMEOUT)", cfg.timeoutSec);
         if (!st.ok())
           failList(li, Status(st.code(), fmt::format("rank {}: {} failed: {}", t->comm()->rank(), t->describe(),
@@ -419,7 +429,7 @@ Status runTasks(std::vector<std::vector<Task*>>& lists) {
     sleepOn(ws, 50000, [&] {
       bool p = false;
       step(&p);
-      if (p) lastProgress = net::nowSec();
+      if (p) idle = 0;
       return p;
     });
   }

@@ -96,7 +96,25 @@ class Task {
   char* output_ = nullptr;
   char* scratch_ = nullptr;
   // Resolved steps.
-  std::vector<ROp> ops_;
+  /// Resolved ops; storage only grows, so refilling it per call neither allocates nor clears.
+  struct OpList {
+    std::vector<ROp> storage;
+    size_t n = 0;
+    void clear() { n = 0; }
+    ROp* grow(size_t k) {
+      if (storage.size() < n + k) storage.resize(n + k);
+      ROp* p = storage.data() + n;
+      n += k;
+      return p;
+    }
+    void push_back(const ROp& r) { *grow(1) = r; }
+    ROp& operator[](size_t i) { return storage[i]; }
+    const ROp& operator[](size_t i) const { return storage[i]; }
+    ROp* begin() { return storage.data(); }
+    ROp* end() { return storage.data() + n; }
+    size_t size() const { return n; }
+  };
+  OpList ops_;
   std::vector<Schedule::Step> steps_;
   std::vector<Transfer> transfers_;
   size_t step_ = 0;
@@ -106,6 +124,11 @@ class Task {
 /// Runs task lists to completion: each list's tasks in order (one list per communicator), all
 /// lists concurrently. Waits spin briefly, then sleep; fails on peer death, abort or timeout.
 /// On failure the communicator of the failing task is marked failed.
-Status runTasks(std::vector<std::vector<Task*>>& lists);
+/// Working state of runTasks, kept by the caller across calls so that running allocates nothing.
+struct RunScratch {
+  std::vector<size_t> cur;
+  WaitSet ws;
+};
+Status runTasks(std::vector<std::vector<Task*>>& lists, RunScratch& scratch);
 
 }  // namespace strata

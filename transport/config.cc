@@ -1,6 +1,7 @@
 // config.cc: parsing of the environment into Config, through a table of typed entries.
 #include "transport/config.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
@@ -154,6 +155,7 @@ struct State {
   Config cfg;
   Status status;
   bool loaded = false;
+  std::atomic<bool> ready{false};  ///< cfg loaded: readers skip the lock (hot path)
 };
 
 State& state() {
@@ -176,22 +178,26 @@ Status parseEnv(Config* out) {
 
 const Config& config() {
   State& s = state();
+  if (s.ready.load(std::memory_order_acquire)) return s.cfg;
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.loaded) {
     s.loaded = true;
     s.status = parseEnv(&s.cfg);
   }
+  s.ready.store(true, std::memory_order_release);
   return s.cfg;
 }
 
 Status reloadConfig() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
+  // Reloading replaces values in place: meant for tests, between collectives.
   s.loaded = true;
   Config c;
   Status st = parseEnv(&c);
   s.status = st;
   if (st.ok()) s.cfg = c;
+  s.ready.store(true, std::memory_order_release);
   return st;
 }
 

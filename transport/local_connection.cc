@@ -1,6 +1,8 @@
-// local_connection.cc: FIFO progress for same-machine peers. Each chunk: the sender fills slot
-// head % slots (data or pointer), publishes head with release order and rings the receiver's
-// doorbell; the receiver copies or reduces the chunk into place, publishes tail and rings back.
+// local_connection.cc: FIFO progress for same-machine peers. Each chunk: the sender fills the
+// descriptor of slot i % slots (payload inline, in the staging slot, or an address), publishes its
+// sequence number i + 1 with release order and rings the receiver's doorbell; the receiver copies
+// or reduces the chunk into place, publishes tail and rings back. Doorbells only cost a syscall
+// when their owner sleeps.
 #include "transport/local_connection.h"
 
 #include <errno.h>
@@ -44,7 +46,6 @@ LocalConnection::LocalConnection(int myRank, int peer, std::shared_ptr<Endpoint>
       slotBytes_(theirs_->header()->slotBytes),
       cmaMin_(config().cmaMinBytes) {
   if (pointerMode_ || !config().localCma) cmaToPeer_ = 0;
-  outHead_ = out_->head.load(std::memory_order_relaxed);
   inTail_ = in_->tail.load(std::memory_order_relaxed);
 }
 
@@ -65,6 +66,10 @@ Status LocalConnection::progressSends(bool* progressed) {
       if (byAddress) {
         d.ptr = reinterpret_cast<uint64_t>(src);
         d.mode = pointerMode_ ? kSlotPointer : kSlotCma;
+      } else if (chunk <= kInlineBytes) {
+        std::memcpy(d.inlineData, src, chunk);
+        d.ptr = 0;
+        d.mode = kSlotInline;
       } else {
         kernels::copy(theirs_->slotData(me_, outHead_), src, chunk);
         d.ptr = 0;
@@ -73,7 +78,7 @@ Status LocalConnection::progressSends(bool* progressed) {
       t->posted += chunk;
       t->lastSeq = outHead_;
       ++outHead_;
-      out_->head.store(outHead_, std::memory_order_release);
+      d.seq.store(outHead_, std::memory_order_release);
       published = true;
     }
     // Data in slots: the user buffer is free once copied. By address: wait until the receiver
@@ -95,14 +100,16 @@ Status LocalConnection::progressRecvs(bool* progressed) {
   bool consumed = false;
   while (!recvs_.empty()) {
     Transfer* t = recvs_.front();
-    uint64_t head = in_->head.load(std::memory_order_acquire);
-    while (t->posted < t->bytes && inTail_ < head) {
+    while (t->posted < t->bytes) {
       const SlotDesc& d = in_->desc[inTail_ % slots_];
+      if (d.seq.load(std::memory_order_acquire) != inTail_ + 1) break;
       const size_t expect = std::min<uint64_t>(slotBytes_, t->bytes - t->posted);
       if (d.msgBytes != t->bytes || d.chunkBytes != expect)
         return invalidUsage("message size mismatch: rank {} sent {} bytes, rank {} expects {} bytes", peer_,
                             d.msgBytes, me_, t->bytes);
-      const void* src = d.mode == kSlotPointer ? reinterpret_cast<const void*>(d.ptr) : mine_->slotData(peer_, inTail_);
+      const void* src = d.mode == kSlotPointer  ? reinterpret_cast<const void*>(d.ptr)
+                        : d.mode == kSlotInline ? static_cast<const void*>(d.inlineData)
+                                                : mine_->slotData(peer_, inTail_);
       char* dst = static_cast<char*>(t->dst) + t->posted;
       if (d.mode == kSlotCma) {
         // Single copy: straight from the sender's buffer into ours, or into a one-chunk bounce
@@ -116,7 +123,7 @@ Status LocalConnection::progressRecvs(bool* progressed) {
                           d.chunkBytes / kernels::dtypeSize(t->dtype), t->dtype, t->op);
         }
       } else if (t->kind == Transfer::Recv) {
-        kernels::copy(dst, src, d.chunkBytes);
+        std::memcpy(dst, src, d.chunkBytes);
       } else {
         const size_t es = kernels::dtypeSize(t->dtype);
         kernels::reduce(dst, static_cast<const char*>(t->src) + t->posted, src, d.chunkBytes / es, t->dtype, t->op);

@@ -20,22 +20,29 @@ constexpr int kMaxLocalSlots = 64;
 
 /// How a chunk travels: its bytes in the slot, or the sender's address (read directly by a
 /// same-process receiver, or through cross-memory attach, process_vm_readv, by another process).
-enum SlotMode : uint32_t { kSlotData = 0, kSlotPointer = 1, kSlotCma = 2 };
+/// Small chunks travel inside their descriptor (kSlotInline), so a small message costs the
+/// receiver one cache line: flag, header and payload together.
+enum SlotMode : uint32_t { kSlotData = 0, kSlotPointer = 1, kSlotCma = 2, kSlotInline = 3 };
+constexpr size_t kInlineBytes = 24;
 
-struct SlotDesc {
+/// One chunk's descriptor, one cache line. The sender fills it and then publishes `seq` = chunk
+/// index + 1 (release); the receiver polls `seq` of the slot it expects next.
+struct alignas(64) SlotDesc {
+  std::atomic<uint64_t> seq{0};
   uint64_t msgBytes;   ///< total bytes of the message this chunk belongs to (framing check)
   uint64_t chunkBytes;
   uint64_t ptr;        ///< pointer / CMA modes: the sender's address of the chunk
   uint32_t mode;       ///< SlotMode
   uint32_t pad;
+  unsigned char inlineData[kInlineBytes];
 };
+static_assert(sizeof(SlotDesc) == 64);
 
-/// One directed channel (sender -> this endpoint's rank). head/tail count chunks.
+/// One directed channel (sender -> this endpoint's rank). `tail` counts consumed chunks.
 struct alignas(64) ChannelCtrl {
-  alignas(64) std::atomic<uint64_t> head{0};  ///< chunks published by the sender
   alignas(64) std::atomic<uint64_t> tail{0};  ///< chunks consumed by the receiver
   std::atomic<uint32_t> cmaReadable{0};       ///< receiver can process_vm_readv the sender's memory
-  alignas(64) SlotDesc desc[kMaxLocalSlots];
+  SlotDesc desc[kMaxLocalSlots];
 };
 
 struct alignas(64) EndpointHeader {

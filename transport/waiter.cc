@@ -15,8 +15,14 @@ static long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const times
 }
 
 void Doorbell::ring() {
-  seq.fetch_add(1, std::memory_order_seq_cst);
-  if (sleepers.load(std::memory_order_seq_cst) != 0) futex(&seq, FUTEX_WAKE, INT_MAX, nullptr);
+  // Dekker with the sleeper (waiter.h): we published state, then look for sleepers; a sleeper
+  // registers, then re-checks state. The fences guarantee one of us sees the other, so a running
+  // owner costs a plain load here (no write to its line) and a sleeping one gets woken.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_relaxed) != 0) {
+    seq.fetch_add(1, std::memory_order_seq_cst);
+    futex(&seq, FUTEX_WAKE, INT_MAX, nullptr);
+  }
 }
 
 void Doorbell::sleep(uint32_t expected, int timeoutMicros) {

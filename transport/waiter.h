@@ -47,6 +47,7 @@ void sleepOn(WaitSet& ws, int timeoutMicros, Recheck&& recheck) {
     Doorbell* b = ws.bells[0];
     uint32_t seen = b->seq.load(std::memory_order_seq_cst);
     b->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the fence in ring()
     if (!recheck()) b->sleep(seen, timeoutMicros);
     b->sleepers.fetch_sub(1, std::memory_order_seq_cst);
     return;
