@@ -12,7 +12,8 @@ static Algo defaultAlgo(const TunerInput& in) {
   const int n = in.nranks;
   switch (in.coll) {
     case CollType::AllReduce:
-      if (b <= 4096 && n <= 8 && in.allLocal) return Algo::OneShot;
+      // One exchange step: the fewest round trips; over the network too (n - 1 small messages).
+      if (b <= 4096 && n <= 8) return Algo::OneShot;
       if (b <= (256u << 10)) return Algo::Rhd;
       return Algo::Ring;
     case CollType::ReduceScatter:
