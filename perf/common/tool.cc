@@ -3,12 +3,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <vector>
 
+#include "perf/common/memory.h"
 #include "perf/common/report.h"
 #include "perf/common/runner.h"
 
@@ -32,6 +34,22 @@ int runRank(const Options& o, const ToolInfo& tool, Backend& b, int nprocs, int 
       report->header(b.describe(), nprocs, all);
     }
     const int64_t wrong = runner.run(report.get());
+    // What the library costs each rank, beside the tool's own two test buffers (private memory).
+    // Per rank, then the maximum over ranks; threads of one process share one reading.
+    MemoryUse use = readMemoryUse();
+    std::vector<MemoryUse> uses(static_cast<size_t>(b.nranks()));
+    b.allGather(&use, uses.data(), sizeof use);
+    if (report) {
+      MemoryUse worst;
+      for (const MemoryUse& u : uses) {
+        worst.anonMiB = std::max(worst.anonMiB, u.anonMiB);
+        worst.shmemMiB = std::max(worst.shmemMiB, u.shmemMiB);
+      }
+      const double buffersMiB = 2.0 * static_cast<double>(o.maxBytes) / (1 << 20);
+      std::printf("# Memory per process (max over ranks): private %.1f MiB (test buffers %.1f MiB, the rest "
+                  "runtime and tool: %.1f MiB), shared %.1f MiB\n",
+                  worst.anonMiB, buffersMiB, std::max(0.0, worst.anonMiB - buffersMiB), worst.shmemMiB);
+    }
     if (report) report->footer();
     return wrong ? kExitWrong : kExitOk;
   } catch (const UsageError& e) {
