@@ -12,10 +12,11 @@
 //    outermost ncclGroupEnd). Non-blocking communicators (config.blocking = 0) complete synchronously
 //    too, so nothing returns ncclInProgress.
 //  - ncclCommCuDevice reports -1: host communicators have no CUDA device.
-//  - Arguments strata cannot see, or that NCCL checks before anything else (NULL comm, datatype/op
-//    out of range, root/peer out of range, NULL buffer with count > 0, config magic/size), are checked
-//    here: the call fails with ncclInvalidArgument, ncclGetLastError names the problem, and the
-//    communicator stays usable. strata validates again behind this layer.
+//  - Collectives and send/recv forward straight to strata, which validates every argument (NULL or
+//    destroyed comm, datatype/op out of range, root/peer out of range, NULL buffer with count > 0):
+//    the call fails with ncclInvalidArgument, ncclGetLastError names the problem, and the
+//    communicator stays usable. What strata cannot see (config magic/size, device lists) is checked
+//    here.
 //  - ncclCommInitRank*/ncclCommSplit inside a group are deferred to the outermost ncclGroupEnd and then
 //    run concurrently, one thread each (the one-thread-many-ranks init pattern of NCCL).
 //  - Every ncclX is also exported as pncclX (an alias of the same code), for profilers.
@@ -120,26 +121,11 @@ ncclResult_t checkType(const char* fn, ncclDataType_t t) {
   return ncclSuccess;
 }
 
-// Built-in ops are 0..4; values from ncclNumOps on are user ops, which strata checks exist.
-ncclResult_t checkOp(const char* fn, ncclRedOp_t op) {
-  if (static_cast<int>(op) < 0)
-    return fail(ncclInvalidArgument, cat(fn, "invalid reduction op " +
-                                                 std::to_string(static_cast<int>(op))));
-  return ncclSuccess;
-}
-
 ncclResult_t checkPtr(const char* fn, const char* what, const void* p, size_t count) {
   if (p == nullptr && count > 0)
     return fail(ncclInvalidArgument,
                 cat(fn, std::string(what) + " is NULL with count " + std::to_string(count)));
   return ncclSuccess;
-}
-
-// Reads size and rank of `comm` (forwarding strata's error if the communicator is not usable).
-ncclResult_t commShape(ncclComm_t comm, int* nranks, int* rank) {
-  strataResult_t r = strataCommCount(S(comm), nranks);
-  if (r == strataSuccess && rank != nullptr) r = strataCommUserRank(S(comm), rank);
-  return fwd(r);
 }
 
 ncclResult_t checkRank(const char* fn, const char* what, int v, int nranks) {
@@ -505,132 +491,56 @@ NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
 
 NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclAllReduce";
-  RETURN_IF_FAILED(checkComm(fn, comm));
-  RETURN_IF_FAILED(checkType(fn, datatype));
-  RETURN_IF_FAILED(checkOp(fn, op));
-  RETURN_IF_FAILED(checkPtr(fn, "sendbuff", sendbuff, count));
-  RETURN_IF_FAILED(checkPtr(fn, "recvbuff", recvbuff, count));
   return fwd(strataAllReduce(sendbuff, recvbuff, count, S(datatype), S(op), S(comm)));
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclBroadcast";
-  RETURN_IF_FAILED(checkComm(fn, comm));
-  RETURN_IF_FAILED(checkType(fn, datatype));
-  int n = 0, me = 0;
-  RETURN_IF_FAILED(commShape(comm, &n, &me));
-  RETURN_IF_FAILED(checkRank(fn, "root", root, n));
-  if (me == root) RETURN_IF_FAILED(checkPtr(fn, "sendbuff", sendbuff, count));
-  RETURN_IF_FAILED(checkPtr(fn, "recvbuff", recvbuff, count));
   return fwd(strataBroadcast(sendbuff, recvbuff, count, S(datatype), root, S(comm)));
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
          ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclBcast";
-  RETURN_IF_FAILED(checkComm(fn, comm));
-  RETURN_IF_FAILED(checkType(fn, datatype));
-  int n = 0;
-  RETURN_IF_FAILED(commShape(comm, &n, nullptr));
-  RETURN_IF_FAILED(checkRank(fn, "root", root, n));
-  RETURN_IF_FAILED(checkPtr(fn, "buff", buff, count));
   return fwd(strataBroadcast(buff, buff, count, S(datatype), root, S(comm)));
 }
 
 NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclReduce";
-  RETURN_IF_FAILED(checkComm(fn, comm));
-  RETURN_IF_FAILED(checkType(fn, datatype));
-  RETURN_IF_FAILED(checkOp(fn, op));
-  int n = 0, me = 0;
-  RETURN_IF_FAILED(commShape(comm, &n, &me));
-  RETURN_IF_FAILED(checkRank(fn, "root", root, n));
-  RETURN_IF_FAILED(checkPtr(fn, "sendbuff", sendbuff, count));
-  if (me == root) RETURN_IF_FAILED(checkPtr(fn, "recvbuff", recvbuff, count));
   return fwd(strataReduce(sendbuff, recvbuff, count, S(datatype), S(op), root, S(comm)));
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclAllGather";
-  RETURN_IF_FAILED(checkComm(fn, comm));
-  RETURN_IF_FAILED(checkType(fn, datatype));
-  RETURN_IF_FAILED(checkPtr(fn, "sendbuff", sendbuff, sendcount));
-  RETURN_IF_FAILED(checkPtr(fn, "recvbuff", recvbuff, sendcount));
   return fwd(strataAllGather(sendbuff, recvbuff, sendcount, S(datatype), S(comm)));
 }
 
 NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclReduceScatter";
-  RETURN_IF_FAILED(checkComm(fn, comm));
-  RETURN_IF_FAILED(checkType(fn, datatype));
-  RETURN_IF_FAILED(checkOp(fn, op));
-  RETURN_IF_FAILED(checkPtr(fn, "sendbuff", sendbuff, recvcount));
-  RETURN_IF_FAILED(checkPtr(fn, "recvbuff", recvbuff, recvcount));
   return fwd(strataReduceScatter(sendbuff, recvbuff, recvcount, S(datatype), S(op), S(comm)));
 }
 
 NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclAlltoAll";
-  RETURN_IF_FAILED(checkComm(fn, comm));
-  RETURN_IF_FAILED(checkType(fn, datatype));
-  RETURN_IF_FAILED(checkPtr(fn, "sendbuff", sendbuff, count));
-  RETURN_IF_FAILED(checkPtr(fn, "recvbuff", recvbuff, count));
   return fwd(strataAllToAll(sendbuff, recvbuff, count, S(datatype), S(comm)));
 }
 
 NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclGather";
-  RETURN_IF_FAILED(checkComm(fn, comm));
-  RETURN_IF_FAILED(checkType(fn, datatype));
-  int n = 0, me = 0;
-  RETURN_IF_FAILED(commShape(comm, &n, &me));
-  RETURN_IF_FAILED(checkRank(fn, "root", root, n));
-  RETURN_IF_FAILED(checkPtr(fn, "sendbuff", sendbuff, count));
-  if (me == root) RETURN_IF_FAILED(checkPtr(fn, "recvbuff", recvbuff, count));
   return fwd(strataGather(sendbuff, recvbuff, count, S(datatype), root, S(comm)));
 }
 
 NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclScatter";
-  RETURN_IF_FAILED(checkComm(fn, comm));
-  RETURN_IF_FAILED(checkType(fn, datatype));
-  int n = 0, me = 0;
-  RETURN_IF_FAILED(commShape(comm, &n, &me));
-  RETURN_IF_FAILED(checkRank(fn, "root", root, n));
-  if (me == root) RETURN_IF_FAILED(checkPtr(fn, "sendbuff", sendbuff, count));
-  RETURN_IF_FAILED(checkPtr(fn, "recvbuff", recvbuff, count));
   return fwd(strataScatter(sendbuff, recvbuff, count, S(datatype), root, S(comm)));
 }
 
 NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclSend";
-  RETURN_IF_FAILED(checkComm(fn, comm));
-  RETURN_IF_FAILED(checkType(fn, datatype));
-  int n = 0;
-  RETURN_IF_FAILED(commShape(comm, &n, nullptr));
-  RETURN_IF_FAILED(checkRank(fn, "peer", peer, n));
-  RETURN_IF_FAILED(checkPtr(fn, "sendbuff", sendbuff, count));
   return fwd(strataSend(sendbuff, count, S(datatype), peer, S(comm)));
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
          ncclComm_t comm, cudaStream_t stream) {
-  const char* fn = "ncclRecv";
-  RETURN_IF_FAILED(checkComm(fn, comm));
-  RETURN_IF_FAILED(checkType(fn, datatype));
-  int n = 0;
-  RETURN_IF_FAILED(commShape(comm, &n, nullptr));
-  RETURN_IF_FAILED(checkRank(fn, "peer", peer, n));
-  RETURN_IF_FAILED(checkPtr(fn, "recvbuff", recvbuff, count));
   return fwd(strataRecv(recvbuff, count, S(datatype), peer, S(comm)));
 }
 

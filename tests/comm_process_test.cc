@@ -2,6 +2,8 @@
 // paths): `strata-run -n N -- strata_check_worker` must report every check passed on every rank.
 #include <gtest/gtest.h>
 
+#include "support/subprocess.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,21 +13,8 @@
 
 namespace {
 
-struct RunResult {
-  int code;
-  std::string out;
-};
-
-RunResult run(const std::string& cmd) {
-  RunResult r{-1, {}};
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  while (fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using strata::testing::RunResult;
+RunResult run(const std::string& cmd) { return strata::testing::runCommand(cmd); }
 
 int countPassedRanks(const std::string& out) {
   int n = 0;

@@ -3,6 +3,8 @@
 // and Gloo peers where built. Each run must exit 0, end with "Out of bounds values : 0 OK" and
 // print the expected number of table rows.
 #include <gtest/gtest.h>
+
+#include "support/subprocess.h"
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,21 +23,8 @@ const std::string kLaunch = std::string("timeout 120 ") + STRATA_RUN_BIN + " --t
 const std::string kSmall = " -b 8 -e 64K -f 4 -n 2 -w 1";  // 8 B .. 32 KiB: 7 sizes
 constexpr int kSmallRows = 7;
 
-struct RunResult {
-  int code;
-  std::string out;
-};
-
-RunResult run(const std::string& cmd) {
-  RunResult r{-1, {}};
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  while (fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using strata::testing::RunResult;
+RunResult run(const std::string& cmd) { return strata::testing::runCommand(cmd); }
 
 // Table rows: lines (without strata-run's "[R] " prefix) that start with a size.
 int tableRows(const std::string& out) {
