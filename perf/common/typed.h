@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/element_value.h"
 #include "kernels/host_reduce.h"
 #include "perf/common/types.h"
 #include "perf/common/values.h"
@@ -75,16 +76,6 @@ inline void storeScalar(DType t, double v, void* out) {
 }
 
 /// Relative tolerance of one rounding to t (0 for integers).
-inline double roundingTolerance(DType t) {
-  switch (t) {
-    case strataFloat16: return 1.0 / 1024;
-    case strataBfloat16: return 1.0 / 128;
-    case strataFloat32: return 1.0 / (1 << 23);
-    case strataFloat64: return 1e-15;
-    case strataFloat8e4m3: return 1.0 / 8;
-    case strataFloat8e5m2: return 1.0 / 4;
-    default: return 0;
-  }
-}
+inline double roundingTolerance(DType t) { return kernels::roundingEpsilon(t); }
 
 }  // namespace strata::perf
