@@ -75,9 +75,8 @@ void saveCheckpoint(Ctx& c, const std::string& dir, int step) {
   auto pack = [&](int i) {
     const TensorSpec& t = ps.tensors[size_t(i)];
     std::vector<float> buf(3 * t.size());
-    const ClassBuf& cb = ps.cls[t.cls];
     for (size_t j = 0; j < t.size(); ++j) {
-      buf[j] = cb.param[t.offset + j];
+      buf[j] = ps.P(i)[j];
       buf[t.size() + j] = fm[t.cls][t.offset + j];
       buf[2 * t.size() + j] = fv[t.cls][t.offset + j];
     }
@@ -132,6 +131,8 @@ int loadCheckpoint(Ctx& c, const std::string& dir) {
   ParamStore& ps = *c.ps;
   std::vector<float> fm[NCLS], fv[NCLS];
   for (int k = 0; k < NCLS; ++k) fm[k].assign(ps.cls[k].size, 0.f), fv[k].assign(ps.cls[k].size, 0.f);
+  if (c.cfg.zero == 3)
+    for (int k = 0; k < NCLS; ++k) c.sync->openClass(k);  // full-size working buffer, filled below
   for (const TensorSpec& t : ps.tensors) {
     const size_t n = size_t(t.rows) * size_t(t.cols);
     std::vector<float> f(3 * n);
@@ -141,7 +142,7 @@ int loadCheckpoint(Ctx& c, const std::string& dir) {
     ClassBuf& cb = ps.cls[t.cls];
     for (size_t j = 0; j < t.size(); ++j) {
       const size_t g = t.globalIndex(j);
-      cb.param[t.offset + j] = f[g];
+      cb.at(t.offset)[j] = f[g];
       fm[t.cls][t.offset + j] = f[n + g];
       fv[t.cls][t.offset + j] = f[2 * n + g];
     }
@@ -156,7 +157,7 @@ int loadCheckpoint(Ctx& c, const std::string& dir) {
       const size_t off = u.begin / size_t(cb.shards), at = cb.shardBegin(u);
       for (size_t j = 0; j < cb.shardLen(u); ++j) cb.m[off + j] = fm[k][at + j], cb.v[off + j] = fv[k][at + j];
     }
-    if (c.cfg.zero == 3) c.sync->releaseClass(k);
+    if (c.cfg.zero == 3) c.sync->commitClass(k), c.sync->releaseClass(k);
   }
   return meta["step"].get<int>();
 }

@@ -15,6 +15,7 @@ std::string Config::layoutString() const {
   if (zero) s += fmt::format(" zero{}", zero);
   if (pp > 1) s += fmt::format(" {} m{}", schedule, microbatches);
   if (virtualStages > 1) s += fmt::format(" v{}", virtualStages);
+  if (dropout > 0) s += fmt::format(" drop{}", dropout);
   return s;
 }
 
@@ -46,6 +47,8 @@ int parseArgs(int argc, char** argv, Config& c, ParityOptions* parity) {
   app.add_option("--capacity-factor", c.capacityFactor, "expert capacity factor (0: no dropping)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--aux-coef", c.auxCoef, "load-balancing loss weight")->check(CLI::NonNegativeNumber);
+  app.add_option("--dropout", c.dropout, "dropout probability (attention output, MLP output, embeddings)")
+      ->check(CLI::Range(0.0, 0.99));
   app.add_option("--steps", c.steps, "train until this step")->check(CLI::NonNegativeNumber);
   app.add_option("--seed", c.seed, "initialisation and data seed");
   app.add_option("--lr", c.lr, "AdamW learning rate");
@@ -85,6 +88,7 @@ std::vector<std::string> toArgs(const Config& c) {
   add("--layers", c.layers), add("--hidden", c.hidden), add("--heads", c.heads), add("--seq", c.seq);
   add("--vocab", c.vocab), add("--experts", c.experts), add("--topk", c.topk);
   add("--capacity-factor", c.capacityFactor), add("--aux-coef", c.auxCoef);
+  if (c.dropout > 0) add("--dropout", c.dropout);
   add("--batch", c.batch), add("--steps", c.steps), add("--seed", c.seed), add("--lr", c.lr);
   add("--weight-decay", c.weightDecay), add("--clip", c.clip), add("--data", c.data);
   if (!c.textFile.empty()) add("--text-file", c.textFile);
@@ -119,6 +123,7 @@ std::string validate(const Config& c, int world) {
   if (c.moe() && (c.topk < 1 || c.topk > c.experts))
     bad(fmt::format("topk {} must be in 1..experts ({})", c.topk, c.experts));
   if (c.data == "text" && c.vocab < 256) bad(fmt::format("--data text is byte-level: vocab must be >= 256 (is {})", c.vocab));
+  if (!(c.dropout >= 0 && c.dropout < 1)) bad(fmt::format("--dropout {} must be in [0, 1)", c.dropout));
   if (c.data == "synthetic" && c.vocab < 4) bad("--data synthetic needs vocab >= 4");
   const long rowsPerRank = (c.batch % (c.microbatches * c.dataRanks()) == 0 && c.seq % c.cp == 0)
                                ? long(c.seqPerMicro()) * (c.seq / c.cp)

@@ -21,6 +21,7 @@ struct Config {
   int experts = 0, topk = 1;
   float capacityFactor = 0.f;  // 0: no token dropping
   float auxCoef = 0.01f;
+  float dropout = 0.f;  // inverted dropout after attention, MLP and the embedding sum (training)
   // training
   int batch = 8, steps = 10;
   uint64_t seed = 1;

@@ -84,6 +84,7 @@ MicroBatch makeMicroBatch(const Data& d, const Config& cfg, const Mesh& m, int s
   std::vector<int> pos = cpPositions(cfg.seq, m.size[CP], m.coord[CP]);
   out.Tl = int(pos.size());
   const long first = long(mb) * (cfg.batch / cfg.microbatches) + long(m.dataRank()) * out.b;
+  out.step = step, out.seq0 = first;
   std::vector<int> x(size_t(cfg.seq) + 1);
   for (int i = 0; i < out.b; ++i) {
     d.sequence(step, first + i, x.data());

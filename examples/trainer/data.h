@@ -45,6 +45,8 @@ class Data {
 struct MicroBatch {
   int b = 0, Tl = 0;
   std::vector<int> tok, tgt, pos;  // per row; tgt < 0 is not scored
+  int step = 0;                    // training step (dropout masks)
+  long seq0 = 0;                   // global index of the first sequence (sequence i is seq0 + i)
   int rows() const { return b * Tl; }
 };
 

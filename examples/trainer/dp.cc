@@ -157,42 +157,63 @@ void GradSync::finish() {
   waitAll();
 }
 
+// ZeRO-3: each class keeps only its shard in `param`; gather() all-gathers a unit into the class'
+// reusable working buffer (its capacity grows to the largest unit and stays), release() drops it.
+void GradSync::notePeak() {
+  size_t r = 0;
+  for (const ClassBuf& cb : c_.ps->cls) r += cb.residentBytes();
+  peak_ = std::max(peak_, r);
+}
+
 void GradSync::gather(int key) {
   for (auto [k, u] : c_.ps->unitsOf(key)) {
     if (k == CE) continue;
     ClassBuf& cb = c_.ps->cls[k];
     const Unit& un = cb.units[size_t(u)];
-    c_.allGather(c_.mesh->gat[k], cb.param.data() + cb.shardBegin(un), cb.param.data() + un.begin, cb.shardLen(un));
+    if (cb.workEnd != cb.workBegin) throw std::logic_error("ZeRO-3: two units of a class gathered at once");
+    cb.work.resize(un.end - un.begin);
+    cb.workBegin = un.begin, cb.workEnd = un.end;
+    c_.allGather(c_.mesh->gat[k], cb.param.data() + cb.shardIndex(un), cb.work.data(), cb.shardLen(un));
   }
+  notePeak();
 }
 
 void GradSync::release(int key) {
   for (auto [k, u] : c_.ps->unitsOf(key)) {
     if (k == CE) continue;
     ClassBuf& cb = c_.ps->cls[k];
-    const Unit& un = cb.units[size_t(u)];
-    if (cb.shards == 1) continue;
-    const size_t a = cb.shardBegin(un), b = a + cb.shardLen(un);
-    std::fill(cb.param.begin() + ptrdiff_t(un.begin), cb.param.begin() + ptrdiff_t(a), 0.f);
-    std::fill(cb.param.begin() + ptrdiff_t(b), cb.param.begin() + ptrdiff_t(un.end), 0.f);
+    cb.workBegin = cb.workEnd = 0;  // the buffer's memory is reused by the next unit
   }
 }
 
 void GradSync::gatherClass(int k) {
   ClassBuf& cb = c_.ps->cls[k];
   if (k == CE && !c_.mesh->inClass[CE]) return;
+  cb.work.resize(cb.size);
+  cb.workBegin = 0, cb.workEnd = cb.size;
   for (const Unit& un : cb.units)
-    c_.allGather(c_.mesh->gat[k], cb.param.data() + cb.shardBegin(un), cb.param.data() + un.begin, cb.shardLen(un));
+    c_.allGather(c_.mesh->gat[k], cb.param.data() + cb.shardIndex(un), cb.work.data() + un.begin, cb.shardLen(un));
+  notePeak();
 }
 
 void GradSync::releaseClass(int k) {
   ClassBuf& cb = c_.ps->cls[k];
-  if (cb.shards == 1) return;
-  for (const Unit& un : cb.units) {
-    const size_t a = cb.shardBegin(un), b = a + cb.shardLen(un);
-    std::fill(cb.param.begin() + ptrdiff_t(un.begin), cb.param.begin() + ptrdiff_t(a), 0.f);
-    std::fill(cb.param.begin() + ptrdiff_t(b), cb.param.begin() + ptrdiff_t(un.end), 0.f);
-  }
+  if (!cb.sharded) return;
+  cb.workBegin = cb.workEnd = 0;
+  std::vector<float>().swap(cb.work);  // a whole class was materialised: give the memory back
+}
+
+void GradSync::openClass(int k) {
+  ClassBuf& cb = c_.ps->cls[k];
+  cb.work.assign(cb.size, 0.f);
+  cb.workBegin = 0, cb.workEnd = cb.size;
+}
+
+void GradSync::commitClass(int k) {
+  ClassBuf& cb = c_.ps->cls[k];
+  for (const Unit& un : cb.units)
+    std::copy_n(cb.work.begin() + ptrdiff_t(cb.shardBegin(un)), cb.shardLen(un),
+                cb.param.begin() + ptrdiff_t(cb.shardIndex(un)));
 }
 
 }  // namespace trainer

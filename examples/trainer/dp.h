@@ -49,6 +49,11 @@ class GradSync {
   void release(int key);
   void gatherClass(int cls);
   void releaseClass(int cls);
+  /// ZeRO-3 checkpoint load: a full-size working buffer for the class / its owned part into the shard.
+  void openClass(int cls);
+  void commitClass(int cls);
+  /// Largest parameter bytes this rank held at once (shards + working buffers) since the start.
+  size_t peakResident() const { return peak_; }
 
   double busySeconds();
 
@@ -70,6 +75,8 @@ class GradSync {
   std::condition_variable cv_, done_;
   bool stop_ = false;
   double busy_ = 0;
+  size_t peak_ = 0;
+  void notePeak();
   std::thread thread_;
 };
 

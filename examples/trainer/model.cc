@@ -10,7 +10,31 @@ namespace trainer {
 
 namespace {
 void zeros(std::vector<float>& v, size_t n) { v.assign(n, 0.f); }
+uint64_t mix64(uint64_t z) {  // splitmix64 finaliser
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
 }  // namespace
+
+std::vector<float> dropoutMask(const Config& cfg, const MicroBatch& mb, int layer, int site, int rf, int Nr) {
+  const int C = cfg.hidden;
+  const float p = cfg.dropout, scale = 1.f / (1.f - p);
+  const uint64_t threshold = uint64_t(double(p) * 16777216.0);  // keep when 24 hash bits >= p * 2^24
+  std::vector<float> m(size_t(Nr) * size_t(C));
+  uint64_t base = mix64(cfg.seed ^ 0xd50bd50bULL);
+  base = mix64(base ^ uint64_t(mb.step));
+  base = mix64(base ^ (uint64_t(layer + 1) * 4 + uint64_t(site)));
+  for (int r = 0; r < Nr; ++r) {
+    const int n = rf + r;
+    const uint64_t seq = uint64_t(mb.seq0 + n / mb.Tl), pos = uint64_t(mb.pos[size_t(n)]);
+    const uint64_t row = mix64(mix64(base ^ seq) ^ pos);
+    for (int f = 0; f < C; ++f)
+      m[size_t(r) * C + size_t(f)] = (mix64(row ^ uint64_t(f)) >> 40) >= threshold ? scale : 0.f;
+  }
+  return m;
+}
 
 void Model::beginStep(const std::vector<MicroBatch>* mbs, double scoredTokens) {
   mbs_ = mbs;
@@ -39,8 +63,16 @@ void Model::layerFwd(int l, LayerAct& a, const MicroBatch& mb, const float* x, f
   k::matmulFwd(proj.data(), a.att.data(), ps.P(li.attw), static_cast<const float*>(nullptr), N, Cl, C);
   a.x2.resize(size_t(Nr) * C);
   tp::exitFwd(c_, proj.data(), a.x2.data(), N);
-  for (size_t i = 0; i < a.x2.size(); ++i) a.x2[i] += x[i];
-  k::biasFwd(a.x2.data(), ps.P(li.attb), Nr, C);
+  const bool drop = dropping();
+  const int rf = tp::resFirst(c_, N);
+  if (!drop) {
+    for (size_t i = 0; i < a.x2.size(); ++i) a.x2[i] += x[i];
+    k::biasFwd(a.x2.data(), ps.P(li.attb), Nr, C);
+  } else {  // x2 = x + dropout(proj + b), on this rank's residual rows (its SP slice)
+    k::biasFwd(a.x2.data(), ps.P(li.attb), Nr, C);
+    const std::vector<float> m = dropoutMask(c_.cfg, mb, l, 1, rf, Nr);
+    for (size_t i = 0; i < a.x2.size(); ++i) a.x2[i] = a.x2[i] * m[i] + x[i];
+  }
   // feed-forward
   a.ln2.resize(size_t(Nr) * C), a.ln2m.resize(size_t(Nr)), a.ln2r.resize(size_t(Nr));
   k::layernormFwd(a.ln2.data(), a.ln2m.data(), a.ln2r.data(), a.x2.data(), ps.P(li.ln2w), ps.P(li.ln2b), Nr, C);
@@ -53,8 +85,14 @@ void Model::layerFwd(int l, LayerAct& a, const MicroBatch& mb, const float* x, f
     std::vector<float> y(size_t(N) * C);
     k::matmulFwd(y.data(), a.g.data(), ps.P(li.fcpw), static_cast<const float*>(nullptr), N, Fl, C);
     tp::exitFwd(c_, y.data(), out, N);
-    for (size_t i = 0; i < size_t(Nr) * C; ++i) out[i] += a.x2[i];
-    k::biasFwd(out, ps.P(li.fcpb), Nr, C);
+    if (!drop) {
+      for (size_t i = 0; i < size_t(Nr) * C; ++i) out[i] += a.x2[i];
+      k::biasFwd(out, ps.P(li.fcpb), Nr, C);
+    } else {
+      k::biasFwd(out, ps.P(li.fcpb), Nr, C);
+      const std::vector<float> m = dropoutMask(c_.cfg, mb, l, 2, rf, Nr);
+      for (size_t i = 0; i < size_t(Nr) * C; ++i) out[i] = out[i] * m[i] + a.x2[i];
+    }
   } else {
     // MoE runs on this tp rank's slice of the rows (its sequence-parallel rows under --sp).
     const bool slice = c_.tp > 1 && !c_.sp;
@@ -71,6 +109,10 @@ void Model::layerFwd(int l, LayerAct& a, const MicroBatch& mb, const float* x, f
     } else {
       yfull.swap(ys);
     }
+    if (drop) {
+      const std::vector<float> m = dropoutMask(c_.cfg, mb, l, 2, rf, Nr);
+      for (size_t i = 0; i < size_t(Nr) * C; ++i) yfull[i] *= m[i];
+    }
     for (size_t i = 0; i < size_t(Nr) * C; ++i) out[i] = a.x2[i] + yfull[i];
   }
 }
@@ -80,11 +122,21 @@ void Model::layerBwd(int l, LayerAct& a, const MicroBatch& mb, const float* dout
   const LayerIdx& li = ps.layers[size_t(l)];
   const int N = mb.rows(), Nr = tp::resRows(c_, N), C = c_.C, Cl = c_.Cl, Fl = c_.Fl;
   std::vector<float> dx2(dout, dout + size_t(Nr) * C), dln2, tmp;
+  const bool drop = dropping();
+  const int rf = tp::resFirst(c_, N);
+  std::vector<float> dmasked;  // gradient of the MLP branch before dropout
+  const float* dbr = dout;
+  if (drop) {
+    const std::vector<float> m = dropoutMask(c_.cfg, mb, l, 2, rf, Nr);
+    dmasked.resize(size_t(Nr) * C);
+    for (size_t i = 0; i < dmasked.size(); ++i) dmasked[i] = dout[i] * m[i];
+    dbr = dmasked.data();
+  }
   // feed-forward
   if (!c_.cfg.moe()) {
-    k::biasBwd(ps.G(li.fcpb), dout, Nr, C);
+    k::biasBwd(ps.G(li.fcpb), dbr, Nr, C);
     std::vector<float> dy(size_t(N) * C), dg, dh, dmin;
-    tp::exitBwd(c_, dout, dy.data(), N);
+    tp::exitBwd(c_, dbr, dy.data(), N);
     zeros(dg, size_t(N) * Fl);
     k::matmulBwd(dg.data(), ps.G(li.fcpw), static_cast<float*>(nullptr), dy.data(), a.g.data(), ps.P(li.fcpw), N, Fl, C);
     zeros(dh, size_t(N) * Fl);
@@ -97,7 +149,7 @@ void Model::layerBwd(int l, LayerAct& a, const MicroBatch& mb, const float* dout
     const bool slice = c_.tp > 1 && !c_.sp;
     const int Ns = c_.tp > 1 ? N / c_.tp : N, s0 = c_.tp > 1 ? c_.tr * Ns : 0;
     const float* u = slice ? a.ln2.data() + size_t(s0) * C : a.ln2.data();
-    const float* dys = slice ? dout + size_t(s0) * C : dout;
+    const float* dys = slice ? dbr + size_t(s0) * C : dbr;
     std::vector<float> du(size_t(Ns) * C, 0.f);
     ep::moeBwd(c_, l, u, dys, du.data(), a.moe, auxScale_);
     if (slice) {
@@ -110,9 +162,16 @@ void Model::layerBwd(int l, LayerAct& a, const MicroBatch& mb, const float* dout
   k::layernormBwd(dx2.data(), ps.G(li.ln2w), ps.G(li.ln2b), dln2.data(), a.x2.data(), ps.P(li.ln2w), a.ln2m.data(),
                   a.ln2r.data(), Nr, C);
   // attention
-  k::biasBwd(ps.G(li.attb), dx2.data(), Nr, C);
+  const float* dab = dx2.data();  // gradient of the attention branch before dropout
+  if (drop) {
+    const std::vector<float> m = dropoutMask(c_.cfg, mb, l, 1, rf, Nr);
+    dmasked.resize(size_t(Nr) * C);
+    for (size_t i = 0; i < dmasked.size(); ++i) dmasked[i] = dx2[i] * m[i];
+    dab = dmasked.data();
+  }
+  k::biasBwd(ps.G(li.attb), dab, Nr, C);
   std::vector<float> dproj(size_t(N) * C), datt, dqkv, dain, dln1;
-  tp::exitBwd(c_, dx2.data(), dproj.data(), N);
+  tp::exitBwd(c_, dab, dproj.data(), N);
   zeros(datt, size_t(N) * Cl);
   k::matmulBwd(datt.data(), ps.G(li.attw), static_cast<float*>(nullptr), dproj.data(), a.att.data(), ps.P(li.attw), N,
                Cl, C);
@@ -143,6 +202,10 @@ void Model::forward(int v, int mbi, const float* xin, std::vector<float>& xout) 
     k::embedFwd(e.data(), mb.tok.data(), ps.P(ps.wte), N, C, c_.vStart, c_.Vl);
     tp::exitFwd(c_, e.data(), x.data(), N);
     k::posFwd(x.data(), ps.P(ps.wpe), mb.pos.data() + rf, Nr, C);
+    if (dropping()) {
+      const std::vector<float> m = dropoutMask(c_.cfg, mb, -1, 0, rf, Nr);
+      for (size_t i = 0; i < x.size(); ++i) x[i] *= m[i];
+    }
     if (z3) sync.release(-1);
   } else {
     std::copy(xin, xin + x.size(), x.begin());
@@ -214,6 +277,10 @@ void Model::backward(int v, int mbi, const float* dxout, std::vector<float>& dxi
   dxin.clear();
   if (chunk == 0) {
     sync.beforeBackward(-1);
+    if (dropping()) {
+      const std::vector<float> m = dropoutMask(c_.cfg, mb, -1, 0, rf, Nr);
+      for (size_t i = 0; i < dx.size(); ++i) dx[i] *= m[i];
+    }
     k::posBwd(ps.G(ps.wpe), dx.data(), mb.pos.data() + rf, Nr, C);
     std::vector<float> dfull(size_t(N) * C);
     tp::exitBwd(c_, dx.data(), dfull.data(), N);

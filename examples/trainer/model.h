@@ -28,6 +28,12 @@ struct ChunkAct {
   std::vector<float> xlast, lnf, lnfm, lnfr, hin, logits, rowMax, stats;
 };
 
+/// Inverted-dropout scales (0 or 1/(1-p)) for rows [rf, rf+Nr) of this rank's rows of mb in the
+/// residual layout, full hidden width. Element (row, feature) depends only on (seed, step, global
+/// sequence, layer, site, position in the full sequence, feature): every layout computes its shard
+/// of the same global mask. site: 0 embedding sum (layer -1), 1 attention output, 2 MLP output.
+std::vector<float> dropoutMask(const Config& cfg, const MicroBatch& mb, int layer, int site, int rf, int Nr);
+
 class Model {
  public:
   explicit Model(Ctx& c) : c_(c) {}
@@ -42,11 +48,13 @@ class Model {
 
   double ceSum = 0;   // sum of scored token losses this rank counts (tp rank 0 of the last stage)
   double auxSum = 0;  // sum of aux losses this rank counts (tp*cp rank 0)
+  bool training = true;  // dropout applies only while training
 
  private:
   int chunkOf(int v) const { return v * c_.mesh->size[PP] + c_.mesh->coord[PP]; }
   void layerFwd(int l, LayerAct& a, const MicroBatch& mb, const float* x, float* out);
   void layerBwd(int l, LayerAct& a, const MicroBatch& mb, const float* dout, float* dx);
+  bool dropping() const { return training && c_.cfg.dropout > 0.f; }
 
   Ctx& c_;
   const std::vector<MicroBatch>* mbs_ = nullptr;

@@ -73,7 +73,8 @@ double optimizerStep(Ctx& c, int t) {
         cb.m[mi] = b1 * cb.m[mi] + (1.f - b1) * g;
         cb.v[mi] = b2 * cb.v[mi] + (1.f - b2) * g * g;
         const float mh = cb.m[mi] / c1, vh = cb.v[mi] / c2;
-        cb.param[pi] -= lr * (mh / (std::sqrt(vh) + eps) + (cb.decay[pi] ? wd * cb.param[pi] : 0.f));
+        float& p = cb.param[cb.sharded ? mi : pi];
+        p -= lr * (mh / (std::sqrt(vh) + eps) + (cb.decay[pi] ? wd * p : 0.f));
       }
     // 3. ZeRO-1/2: every rank gets the updated full parameters back (ZeRO-3 gathers before use).
     if (cfg.zero == 1 || cfg.zero == 2)

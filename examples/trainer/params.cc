@@ -152,6 +152,15 @@ void buildStore(ParamStore& ps, const Config& cfg, const Mesh& m, int zero) {
       cb.count[t.offset + j] = t.countInNorm;
     }
   }
+  if (zero == 3)  // keep only the owned shard of every unit
+    for (ClassBuf& cb : ps.cls) {
+      std::vector<float> shard(cb.shardSize());
+      for (const Unit& u : cb.units)
+        std::copy_n(cb.param.begin() + ptrdiff_t(cb.shardBegin(u)), cb.shardLen(u),
+                    shard.begin() + ptrdiff_t(cb.shardIndex(u)));
+      cb.param.swap(shard);
+      cb.sharded = true;
+    }
   auto id = [&](const std::string& n) {
     auto it = ps.byName.find(n);
     return it == ps.byName.end() ? -1 : it->second;

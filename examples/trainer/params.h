@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -51,6 +52,20 @@ struct ClassBuf {
   size_t size = 0;       // padded total
   int shards = 1, shardRank = 0;
   std::vector<float> param, grad, scratch, m, v;  // m, v: the shard only under ZeRO
+  // ZeRO-3: `param` holds only the owned shard (unit u's at u.begin/shards), and parameters are
+  // read from `work`, a reusable buffer holding the full-index range [workBegin, workEnd) while
+  // a unit (or, for checkpoints and the tied embedding, the whole class) is gathered.
+  bool sharded = false;
+  std::vector<float> work;
+  size_t workBegin = 0, workEnd = 0;
+  size_t shardIndex(const Unit& u) const { return u.begin / size_t(shards); }
+  /// Bytes of parameters this rank holds in memory now (shard or full buffer, plus working buffer).
+  size_t residentBytes() const { return (param.capacity() + work.capacity()) * sizeof(float); }
+  float* at(size_t offset) {
+    if (!sharded) return param.data() + offset;
+    if (offset < workBegin || offset >= workEnd) throw std::logic_error("ZeRO-3 parameter used while not gathered");
+    return work.data() + (offset - workBegin);
+  }
   std::vector<uint8_t> decay, count;             // per element masks
   size_t shardBegin(const Unit& u) const { return u.begin + (u.end - u.begin) / shards * shardRank; }
   size_t shardLen(const Unit& u) const { return (u.end - u.begin) / shards; }
@@ -72,7 +87,7 @@ struct ParamStore {
   int wte = -1, wpe = -1, lnfw = -1, lnfb = -1;
   int firstExpert = 0;
 
-  float* P(int t) { return cls[tensors[t].cls].param.data() + tensors[t].offset; }
+  float* P(int t) { return cls[tensors[t].cls].at(tensors[t].offset); }
   float* G(int t) { return cls[tensors[t].cls].scratch.data() + tensors[t].offset; }
   /// The (class, unit) pairs holding tensors of `key`.
   std::vector<std::pair<int, int>> unitsOf(int key) const;

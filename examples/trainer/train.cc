@@ -76,6 +76,22 @@ RunResult runRank(const Config& cfg, strata::Communicator& world, bool print) {
     for (int k = 0; k < NCLS; ++k) sync.releaseClass(k);
   }
   res.firstStep = start;
+  // Parameter bytes each rank holds: now (ZeRO-3: the shards only) beside the full local model.
+  auto reportResident = [&](const char* when, bool peak) {
+    if (cfg.quiet) return;
+    double mine[2] = {0, 0};
+    for (const ClassBuf& cb : ps.cls) mine[0] += double(cb.residentBytes()), mine[1] += double(cb.size * sizeof(float));
+    if (peak) mine[0] = std::max(mine[0], double(sync.peakResident()));
+    std::vector<double> all(2 * size_t(mesh.world));
+    c.allGather(mesh.all, mine, all.data(), 2);
+    if (!print) return;
+    std::printf("parameters resident %s (%s):", when, cfg.zero == 3 ? "sharded, zero3" : "full");
+    for (int r = 0; r < mesh.world; ++r)
+      std::printf(" r%d %.0f/%.0f B", r, all[2 * size_t(r)], all[2 * size_t(r) + 1]);
+    std::printf(" (resident/full)\n");
+    std::fflush(stdout);
+  };
+  reportResident("at start", false);
   std::FILE* log = nullptr;
   if (print && !cfg.lossLog.empty()) {
     log = std::fopen(cfg.lossLog.c_str(), start > 0 ? "a" : "w");
@@ -124,6 +140,7 @@ RunResult runRank(const Config& cfg, strata::Communicator& world, bool print) {
     }
   }
   if (log) std::fclose(log);
+  if (cfg.zero == 3) reportResident("peak during training", true);
   if (print && !res.losses.empty()) {
     std::printf("final loss %.4f (first %.4f); %s %.4f nats\n", res.losses.back(), res.losses.front(),
                 cfg.data == "text" ? "unigram entropy of the corpus" : "loss of guessing among the copy symbols",
@@ -215,6 +232,12 @@ std::vector<Case> parityCases() {
       {"dp4_zero3", [](Config& c) { c.dp = 4, c.zero = 3; }, false},
       {"cp4", [](Config& c) { c.cp = 4; }, false},
       {"pp4_1f1b", [](Config& c) { c.pp = 4, c.microbatches = 4; }, false},
+      // dropout 0.1: every layout computes its shard of the same global mask
+      {"tp2_sp_drop", [](Config& c) { c.dropout = 0.1f, c.tp = 2, c.sp = true; }, false},
+      {"cp2_drop", [](Config& c) { c.dropout = 0.1f, c.cp = 2; }, false},
+      {"pp2_1f1b_drop", [](Config& c) { c.dropout = 0.1f, c.pp = 2, c.schedule = "1f1b", c.microbatches = 4; }, false},
+      {"zero3_drop", [](Config& c) { c.dropout = 0.1f, c.dp = 2, c.zero = 3; }, true},
+      {"tp2_cp2_ep2_sp_drop", [](Config& c) { c.dropout = 0.1f, moe(c), c.tp = 2, c.cp = 2, c.ep = 2, c.sp = true; }, false},
       {"dp2_tp2_pp2_order", [](Config& c) { c.dp = 2, c.tp = 2, c.pp = 2, c.microbatches = 2, c.order = "pp-dp-tp-cp-ep"; },
        false},
   };
@@ -274,7 +297,7 @@ int runParity(const ParityOptions& opt) {
       continue;
     }
     Config ref = referenceOf(cfg);
-    std::string key = fmt::format("{}-{}", ref.microbatches, ref.experts);
+    std::string key = fmt::format("{}-{}-{}", ref.microbatches, ref.experts, ref.dropout);
     if (!refCache.count(key)) refCache[key] = run(ref, std::string(k.name) + " reference");
     const std::vector<double>& a = refCache[key];
     std::vector<double> b = run(cfg, k.name);

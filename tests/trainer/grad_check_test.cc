@@ -305,6 +305,50 @@ TEST(ModelGrad, DenseWholeModel) {
   wholeModelCheck(cfg);
 }
 
+// Dropout 0.1 with the mask fixed (it depends only on seed, step, sequence, layer, site, position,
+// feature): the loss is smooth in the parameters and its gradient must match finite differences.
+TEST(ModelGrad, DenseWholeModelDropout) {
+  Config cfg;
+  cfg.layers = 2, cfg.hidden = 16, cfg.heads = 2, cfg.seq = 8, cfg.vocab = 16, cfg.batch = 2, cfg.microbatches = 2;
+  cfg.dropout = 0.1f;
+  wholeModelCheck(cfg);
+}
+
+TEST(ModelGrad, MoEWholeModelDropout) {
+  Config cfg;
+  cfg.layers = 1, cfg.hidden = 16, cfg.heads = 2, cfg.seq = 8, cfg.vocab = 16, cfg.batch = 2;
+  cfg.experts = 4, cfg.topk = 4, cfg.auxCoef = 0.5f, cfg.dropout = 0.1f;
+  wholeModelCheck(cfg);
+}
+
+// A sequence-parallel slice of the mask is exactly the same rows of the full mask, positions are
+// global (a CP layout with permuted positions sees the same elements), and about p are dropped.
+TEST(Dropout, MaskIsGlobalAndHasRateP) {
+  Config cfg;
+  cfg.hidden = 32, cfg.dropout = 0.25f;
+  MicroBatch mb;
+  mb.b = 2, mb.Tl = 8, mb.step = 3, mb.seq0 = 5;
+  for (int s = 0; s < 2; ++s)
+    for (int t = 0; t < 8; ++t) mb.pos.push_back(t);
+  const std::vector<float> full = dropoutMask(cfg, mb, 1, 2, 0, 16);
+  const std::vector<float> half = dropoutMask(cfg, mb, 1, 2, 8, 8);
+  EXPECT_TRUE(std::equal(half.begin(), half.end(), full.begin() + 8 * 32));
+  MicroBatch perm = mb;  // positions reversed: row r of perm is row (7 - r) of mb
+  for (int s = 0; s < 2; ++s)
+    for (int t = 0; t < 8; ++t) perm.pos[size_t(s * 8 + t)] = 7 - t;
+  const std::vector<float> pm = dropoutMask(cfg, perm, 1, 2, 0, 16);
+  for (int f = 0; f < 32; ++f) EXPECT_EQ(pm[size_t(2 * 32 + f)], full[size_t(5 * 32 + f)]);
+  size_t zeros = 0;
+  for (float v : full) {
+    zeros += v == 0.f;
+    if (v != 0.f) {
+      EXPECT_FLOAT_EQ(v, 1.f / 0.75f);
+    }
+  }
+  EXPECT_NEAR(double(zeros) / double(full.size()), 0.25, 0.06);
+  EXPECT_NE(full, dropoutMask(cfg, mb, 1, 1, 0, 16));  // sites differ
+}
+
 TEST(ModelGrad, MoEWholeModel) {
   Config cfg;
   cfg.layers = 1, cfg.hidden = 16, cfg.heads = 2, cfg.seq = 8, cfg.vocab = 16, cfg.batch = 2;

@@ -4,6 +4,7 @@
 #   checkpoint  saved under one layout, resumed under another: the same losses as an unbroken run
 #   learn       the copy task falls near zero; text falls below the corpus' unigram entropy
 #   invalid     bad layouts are refused on every rank before training, exit code 2
+#   zero3mem    ZeRO-3 keeps only shards resident: < (1/dp + 1/layers) of the full model at start, < full at peak
 #   plot        --plot writes a PNG (skipped, exit 77, without gnuplot)
 set -euo pipefail
 check=$1 train=$2 run=$3 work=$4
@@ -20,6 +21,16 @@ same_losses() {
 }
 
 case $check in
+zero3mem)
+  "$run" -n 2 --threads -- "$train" --layers 4 --hidden 32 --heads 4 --seq 16 --vocab 256 --batch 8 --data text \
+    --steps 2 --dp 2 --zero 3 > out.txt
+  grep resident out.txt
+  grep -q 'resident at start (sharded' out.txt
+  grep 'resident' out.txt | grep -o 'r[0-9]* [0-9]*/[0-9]* B' | awk -v dp=2 -v layers=4 '
+    { split($2, a, "/"); n++; bound = (NR <= 2) ? a[2] * (1 / dp + 1 / layers) : a[2];
+      if (a[1] + 0 >= bound) { print "rank " $1 ": " a[1] " B resident, bound " bound; bad = 1 } }
+    END { if (bad || n != 4) exit 1 }'
+  ;;
 processes)
   "$train" "${model[@]}" --steps 6 --microbatches 4 --loss-log ref.log
   "$run" -n 8 -- "$train" "${model[@]}" --steps 6 --dp 2 --tp 2 --pp 2 --microbatches 2 --loss-log p8.log
