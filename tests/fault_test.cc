@@ -3,7 +3,9 @@
 // through its exit code; every child also arms alarm() so that a hang fails the test instead of
 // stalling CI.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -112,6 +114,36 @@ TEST_P(ClosedConnection, AbortingRankBreaksPeersPromptly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transport, ClosedConnection, ::testing::Values("local", "tcp"));
+
+TEST(SharedMemory, SegmentsOfDeadProcessesAreRemovedAtTheNextInit) {
+  // A segment named for a process that no longer exists (a rank killed before it could unlink),
+  // and one named for a live process, which must stay.
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);
+  const std::string dead = "/strata-00000000deadbeef-1-" + std::to_string(child);
+  const std::string live = "/strata-00000000deadbeef-2-" + std::to_string(getpid());
+  for (const std::string& name : {dead, live}) {
+    int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    ASSERT_GE(fd, 0) << name;
+    ::close(fd);
+  }
+  ScopedEnv transport("STRATA_TRANSPORT", "local");
+  auto codes = forkRanks(2, 60, [](strataComm_t comm, int) {
+    float x = 1;
+    return strataAllReduce(&x, &x, 1, strataFloat32, strataSum, comm) == strataSuccess ? kGotError : kNoError;
+  });
+  EXPECT_EQ(codes[0], kGotError);
+  EXPECT_EQ(codes[1], kGotError);
+  int fd = shm_open(dead.c_str(), O_RDWR, 0600);
+  EXPECT_LT(fd, 0) << "segment of a dead process was not removed";
+  if (fd >= 0) ::close(fd);
+  fd = shm_open(live.c_str(), O_RDWR, 0600);
+  EXPECT_GE(fd, 0) << "segment of a live process was removed";
+  if (fd >= 0) ::close(fd);
+  shm_unlink(dead.c_str());
+  shm_unlink(live.c_str());
+}
 
 TEST(Join, RankThatNeverJoinsIsNamed) {
   ScopedEnv join("STRATA_JOIN_TIMEOUT", "2");

@@ -1,12 +1,15 @@
 // local_endpoint.cc: creation and mapping of endpoints (process memory or POSIX shm).
 #include "transport/local_endpoint.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -34,8 +37,24 @@ Registry& registry() {
 
 }  // namespace
 
-std::string endpointShmName(uint64_t commTag, int rank) {
-  return fmt::format("/strata-{:016x}-{}", commTag, rank);
+std::string endpointShmName(uint64_t commTag, int rank, int pid) {
+  return fmt::format("/strata-{:016x}-{}-{}", commTag, rank, pid);
+}
+
+int removeStaleSegments() {
+  DIR* dir = opendir("/dev/shm");
+  if (!dir) return 0;
+  int removed = 0;
+  while (dirent* e = readdir(dir)) {
+    unsigned long long tag = 0;
+    int rank = 0, pid = 0, used = 0;
+    if (std::sscanf(e->d_name, "strata-%16llx-%d-%d%n", &tag, &rank, &pid, &used) != 3 ||
+        e->d_name[used] != '\0' || pid <= 0)
+      continue;
+    if (kill(pid, 0) != 0 && errno == ESRCH && shm_unlink((std::string("/") + e->d_name).c_str()) == 0) ++removed;
+  }
+  closedir(dir);
+  return removed;
 }
 
 void Endpoint::layout(void* base, bool withData) {

@@ -96,6 +96,10 @@ void registerLocalEndpoint(uint64_t commTag, int rank, std::shared_ptr<Endpoint>
 std::shared_ptr<Endpoint> findLocalEndpoint(uint64_t commTag, int rank);
 void unregisterLocalEndpoint(uint64_t commTag, int rank);
 
-std::string endpointShmName(uint64_t commTag, int rank);
+/// "/strata-<tag>-<rank>-<pid>": the owner's pid lets a later job on this machine recognise and
+/// remove segments left behind by a process that was killed before it could unlink them.
+std::string endpointShmName(uint64_t commTag, int rank, int pid);
+/// Unlinks strata segments in /dev/shm whose owner process no longer exists; returns how many.
+int removeStaleSegments();
 
 }  // namespace strata

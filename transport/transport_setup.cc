@@ -55,7 +55,11 @@ Status setupTransports(Bootstrap& bs, CommTransports* out) {
   // Let same-machine peers read our buffers under Yama's ptrace restrictions (scope 1).
   if (anyShm && cfg.localCma) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   if (anyThreads || anyShm) {
-    std::string name = anyShm ? endpointShmName(out->commTag, me) : std::string();
+    if (anyShm) {
+      int stale = removeStaleSegments();
+      if (stale) log::info("rank {}: removed {} shared-memory segment(s) of dead processes", me, stale);
+    }
+    std::string name = anyShm ? endpointShmName(out->commTag, me, infos[me].pid) : std::string();
     STRATA_RETURN_IF_ERROR(Endpoint::create(name, me, n, cfg.localSlots, cfg.localSlotBytes, anyShm, &out->endpoint));
     if (anyThreads) registerLocalEndpoint(out->commTag, me, out->endpoint);
   }
@@ -69,7 +73,7 @@ Status setupTransports(Bootstrap& bs, CommTransports* out) {
         theirs = findLocalEndpoint(out->commTag, p);
         if (!theirs) return internalError("rank {}: endpoint of same-process rank {} not found", me, p);
       } else {
-        STRATA_RETURN_IF_ERROR(Endpoint::open(endpointShmName(out->commTag, p), p, &theirs));
+        STRATA_RETURN_IF_ERROR(Endpoint::open(endpointShmName(out->commTag, p, infos[p].pid), p, &theirs));
         // Tell p (through our channel for it) whether we can read its memory directly.
         if (cfg.localCma && probeCma(infos[p].pid, theirs->header()->probeAddr, theirs->header()->magic))
           out->endpoint->channel(p)->cmaReadable.store(1, std::memory_order_release);
