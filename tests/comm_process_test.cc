@@ -43,12 +43,12 @@ INSTANTIATE_TEST_SUITE_P(
     Launcher, ProcessRanks,
     ::testing::Values(Case{2, "STRATA_TRANSPORT=auto", "--split"}, Case{4, "STRATA_TRANSPORT=auto", "--quick --split"},
                       Case{2, "STRATA_TRANSPORT=tcp", "--quick"}, Case{3, "STRATA_TRANSPORT=tcp STRATA_TCP_SOCKETS=3 STRATA_TCP_CHUNK_BYTES=8192", "--quick"},
-                      Case{4, "STRATA_ALGO=ring STRATA_LOCAL_SLOT_BYTES=4096 STRATA_LOCAL_CMA=0", "--quick"},
-                      Case{3, "STRATA_CMA_MIN_BYTES=0 STRATA_LOCAL_SLOT_BYTES=8192", "--quick"}),
+                      Case{4, "STRATA_ALGO=ring STRATA_LOCAL_SLOT_BYTES=4096", "--quick"},
+                      Case{3, "STRATA_LOCAL_CMA=1 STRATA_CMA_MIN_BYTES=0 STRATA_LOCAL_SLOT_BYTES=8192", "--quick"}),
     [](const auto& info) {
       std::string env = info.param.env;
       std::string tag = env.find("tcp") != std::string::npos    ? "tcp"
-                        : env.find("CMA=0") != std::string::npos  ? "ring_slot_copies"
+                        : env.find("ring") != std::string::npos    ? "ring_small_slots"
                         : env.find("CMA_MIN") != std::string::npos ? "cma_all_sizes"
                                                                    : "local";
       return tag + "_n" + std::to_string(info.param.n) + "_" + std::to_string(info.index);

@@ -99,7 +99,8 @@ const std::vector<Entry>& entries() {
        },
        [](const Config& c) { return fmt::format("{}", c.localSlots); }},
       {"STRATA_LOCAL_CMA", "bool", "large messages between processes of one machine go single-copy through "
-       "cross-memory attach (process_vm_readv) when the kernel allows it",
+       "cross-memory attach (process_vm_readv) when the kernel allows it; off by default: measured 2.3x "
+       "slower than the shared slots on the machines tried (docs/PERFORMANCE.md)",
        [](Config& c, const std::string& v) { return parseBool("STRATA_LOCAL_CMA", v, &c.localCma); },
        [](const Config& c) { return std::string(c.localCma ? "1" : "0"); }},
       {"STRATA_CMA_MIN_BYTES", "bytes", "smallest message sent through cross-memory attach (below it, copies through cache-resident "

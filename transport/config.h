@@ -19,7 +19,7 @@ struct Config {
   std::string logLevel = "warn";    ///< STRATA_LOG_LEVEL: error|warn|info|debug|trace
   size_t localSlotBytes = 256 << 10;  ///< STRATA_LOCAL_SLOT_BYTES: shm FIFO slot size
   int localSlots = 4;               ///< STRATA_LOCAL_SLOTS: shm FIFO slots per directed pair
-  bool localCma = true;             ///< STRATA_LOCAL_CMA: single-copy large messages between processes
+  bool localCma = false;            ///< STRATA_LOCAL_CMA: single-copy large messages between processes
   size_t cmaMinBytes = 32 << 20;    ///< STRATA_CMA_MIN_BYTES: messages from this size use CMA
   int tcpSockets = 2;               ///< STRATA_TCP_SOCKETS: sockets per peer pair
   size_t tcpChunkBytes = 512 << 10; ///< STRATA_TCP_CHUNK_BYTES: bytes per framed tcp chunk
