@@ -100,6 +100,8 @@ struct GroupOp {
   bool isColl;
   CollCall coll;
   P2PCall p2p;
+  int cudaDev = -1;        ///< >= 0: device buffers on this CUDA device (enqueued on `stream`)
+  void* stream = nullptr;
 };
 
 struct GroupState {
@@ -109,6 +111,8 @@ struct GroupState {
   std::vector<std::vector<Task*>> lists;
   std::vector<Comm*> comms;
   std::vector<P2PCall> p2p;
+  std::vector<DeviceOp> deviceOps;
+  std::vector<int> devices;
   RunScratch run;
   strataComm_t lastComm = nullptr;  ///< last handle found live, valid while the generation holds
   uint64_t lastGeneration = 0;
@@ -119,9 +123,48 @@ struct GroupState {
 };
 thread_local GroupState tlsGroup;
 
-/// Runs the queued ops: per communicator, collectives in call order then its sends/receives as one
-/// batch; all communicators concurrently.
+Status runHostGroup(GroupState& g);
+
+/// Enqueues the group's device operations: sets up device connections where missing (all comms
+/// together), then per communicator its operations in call order; removes them from g.ops.
+Status enqueueDeviceGroup(GroupState& g) {
+  g.comms.clear();
+  g.devices.clear();
+  for (const GroupOp& op : g.ops)
+    if (op.cudaDev >= 0 && std::find(g.comms.begin(), g.comms.end(), op.comm) == g.comms.end()) {
+      g.comms.push_back(op.comm);
+      g.devices.push_back(op.cudaDev);
+    }
+  Status st = prepareDevice(g.comms, g.devices);
+  for (size_t ci = 0; ci < g.comms.size() && st.ok(); ++ci) {
+    g.deviceOps.clear();
+    for (const GroupOp& op : g.ops)
+      if (op.cudaDev >= 0 && op.comm == g.comms[ci])
+        g.deviceOps.push_back(DeviceOp{op.isColl, op.coll, op.p2p, op.stream, op.cudaDev});
+    st = enqueueDeviceOps(*g.comms[ci], g.deviceOps);
+    if (!st.ok()) g.comms[ci]->setLastError(st.message());
+  }
+  g.ops.erase(std::remove_if(g.ops.begin(), g.ops.end(), [](const GroupOp& op) { return op.cudaDev >= 0; }),
+              g.ops.end());
+  return st;
+}
+
+/// Runs the queued ops: device ones are enqueued on their streams; host ones run per
+/// communicator, collectives in call order then its sends/receives as one batch; all
+/// communicators concurrently.
 Status runGroup(GroupState& g) {
+  Status deviceSt = OkStatus();
+  for (const GroupOp& op : g.ops)
+    if (op.cudaDev >= 0) {
+      deviceSt = enqueueDeviceGroup(g);
+      break;
+    }
+  if (g.ops.empty()) return deviceSt;
+  Status hostSt = runHostGroup(g);
+  return deviceSt.ok() ? hostSt : deviceSt;
+}
+
+Status runHostGroup(GroupState& g) {
   if (g.ops.size() == 1 && g.ops[0].isColl && !config().checkArgs) {
     // A blocking collective outside a group: one comm, one task.
     Comm* c = g.ops[0].comm;
@@ -204,18 +247,33 @@ Status checkCommCached(GroupState& g, strataComm_t handle, Comm** out) {
   return st;
 }
 
-strataResult_t submitColl(strataComm_t handle, const CollCall& call) {
+/// The buffers a rank uses in a collective (others may be anything, as in NCCL).
+void usedBuffers(const Comm& c, const CollCall& k, const void** a, const void** b) {
+  const bool root = c.rank() == k.root;
+  *a = k.sendbuff;
+  *b = k.recvbuff;
+  if ((k.coll == CollType::Broadcast || k.coll == CollType::Scatter) && !root) *a = nullptr;
+  if ((k.coll == CollType::Reduce || k.coll == CollType::Gather) && !root) *b = nullptr;
+}
+
+strataResult_t submitColl(strataComm_t handle, const CollCall& call, void* stream = nullptr) {
   Comm* c = nullptr;
   Status st = checkCommCached(tlsGroup, handle, &c);
   if (st.ok()) st = validateColl(*c, call);
+  int cudaDev = -1;
+  if (st.ok() && call.count > 0) {
+    const void *a, *b;
+    usedBuffers(*c, call, &a, &b);
+    st = classifyBuffers(collName(call.coll), a, b, &cudaDev);
+  }
   if (!st.ok()) return report(c, st);
   GroupState& g = tlsGroup;
-  g.ops.push_back(GroupOp{c, true, call, {}});
+  g.ops.push_back(GroupOp{c, true, call, {}, cudaDev, stream});
   if (g.depth > 0) return strataSuccess;
   return report(c, runGroup(g));
 }
 
-strataResult_t submitP2P(strataComm_t handle, const P2PCall& call) {
+strataResult_t submitP2P(strataComm_t handle, const P2PCall& call, void* stream = nullptr) {
   Comm* c = nullptr;
   Status st = checkCommCached(tlsGroup, handle, &c);
   const char* name = call.isSend ? "Send" : "Recv";
@@ -224,9 +282,11 @@ strataResult_t submitP2P(strataComm_t handle, const P2PCall& call) {
   if (st.ok() && (call.peer < 0 || call.peer >= c->nranks()))
     st = invalidArgument("{}: peer {} is out of range [0, {})", name, call.peer, c->nranks());
   if (st.ok() && call.count > 0 && !call.buf) st = invalidArgument("{}: buffer is NULL with count {}", name, call.count);
+  int cudaDev = -1;
+  if (st.ok() && call.count > 0) st = classifyBuffers(name, call.buf, nullptr, &cudaDev);
   if (!st.ok()) return report(c, st);
   GroupState& g = tlsGroup;
-  g.ops.push_back(GroupOp{c, false, {}, call});
+  g.ops.push_back(GroupOp{c, false, {}, call, cudaDev, stream});
   if (g.depth > 0) return strataSuccess;
   return report(c, runGroup(g));
 }
@@ -489,3 +549,85 @@ STRATA_API strataResult_t strataGroupEnd(void) {
   Status st = runGroup(g);
   return report(st.ok() ? nullptr : first, st);
 }
+
+// ---- stream-ordered forms (device buffers; the stream is ignored for host buffers) -------------
+
+STRATA_API strataResult_t strataAllReduceStream(const void* sendbuff, void* recvbuff, size_t count,
+                                                strataDataType_t datatype, strataRedOp_t op, strataComm_t comm,
+                                                strataStream_t stream) {
+  return submitColl(comm, CollCall{CollType::AllReduce, sendbuff, recvbuff, count, datatype, op, 0}, stream);
+}
+
+STRATA_API strataResult_t strataReduceScatterStream(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                                    strataDataType_t datatype, strataRedOp_t op, strataComm_t comm,
+                                                    strataStream_t stream) {
+  return submitColl(comm, CollCall{CollType::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0}, stream);
+}
+
+STRATA_API strataResult_t strataAllGatherStream(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                                strataDataType_t datatype, strataComm_t comm, strataStream_t stream) {
+  return submitColl(comm, CollCall{CollType::AllGather, sendbuff, recvbuff, sendcount, datatype, strataSum, 0}, stream);
+}
+
+STRATA_API strataResult_t strataBroadcastStream(const void* sendbuff, void* recvbuff, size_t count,
+                                                strataDataType_t datatype, int root, strataComm_t comm,
+                                                strataStream_t stream) {
+  return submitColl(comm, CollCall{CollType::Broadcast, sendbuff, recvbuff, count, datatype, strataSum, root}, stream);
+}
+
+STRATA_API strataResult_t strataReduceStream(const void* sendbuff, void* recvbuff, size_t count,
+                                             strataDataType_t datatype, strataRedOp_t op, int root, strataComm_t comm,
+                                             strataStream_t stream) {
+  return submitColl(comm, CollCall{CollType::Reduce, sendbuff, recvbuff, count, datatype, op, root}, stream);
+}
+
+STRATA_API strataResult_t strataAllToAllStream(const void* sendbuff, void* recvbuff, size_t count,
+                                               strataDataType_t datatype, strataComm_t comm, strataStream_t stream) {
+  return submitColl(comm, CollCall{CollType::AllToAll, sendbuff, recvbuff, count, datatype, strataSum, 0}, stream);
+}
+
+STRATA_API strataResult_t strataGatherStream(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                             strataDataType_t datatype, int root, strataComm_t comm,
+                                             strataStream_t stream) {
+  return submitColl(comm, CollCall{CollType::Gather, sendbuff, recvbuff, sendcount, datatype, strataSum, root}, stream);
+}
+
+STRATA_API strataResult_t strataScatterStream(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                              strataDataType_t datatype, int root, strataComm_t comm,
+                                              strataStream_t stream) {
+  return submitColl(comm, CollCall{CollType::Scatter, sendbuff, recvbuff, recvcount, datatype, strataSum, root}, stream);
+}
+
+STRATA_API strataResult_t strataSendStream(const void* sendbuff, size_t count, strataDataType_t datatype, int peer,
+                                           strataComm_t comm, strataStream_t stream) {
+  return submitP2P(comm, P2PCall{true, const_cast<void*>(sendbuff), count, datatype, peer}, stream);
+}
+
+STRATA_API strataResult_t strataRecvStream(void* recvbuff, size_t count, strataDataType_t datatype, int peer,
+                                           strataComm_t comm, strataStream_t stream) {
+  return submitP2P(comm, P2PCall{false, recvbuff, count, datatype, peer}, stream);
+}
+
+STRATA_API strataResult_t strataCudaDeviceCount(int* count) {
+  if (!count) return report(nullptr, invalidArgument("strataCudaDeviceCount: count is NULL"));
+  *count = cudaDeviceCountCached();
+  return strataSuccess;
+}
+
+STRATA_API strataResult_t strataCommCudaDevice(strataComm_t comm, int* device) {
+  Comm* c = nullptr;
+  Status st = checkComm(comm, &c);
+  if (st.ok() && !device) st = invalidArgument("CommCudaDevice: device is NULL");
+  if (!st.ok()) return report(c, st);
+  *device = commCudaDevice(*c);
+  return strataSuccess;
+}
+
+STRATA_API strataResult_t strataMemAlloc(void** ptr, size_t size) {
+  if (!ptr) return report(nullptr, invalidArgument("MemAlloc: ptr is NULL"));
+  *ptr = nullptr;
+  if (size == 0) return strataSuccess;
+  return report(nullptr, memAlloc(ptr, size));
+}
+
+STRATA_API strataResult_t strataMemFree(void* ptr) { return report(nullptr, memFree(ptr)); }

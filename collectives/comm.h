@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/device_exec.h"
 #include "collectives/schedule.h"
 #include "strata/strata.h"
 #include "transport/bootstrap.h"
@@ -80,6 +81,9 @@ class Comm : public strataComm {
   const Schedule& schedule(Algo algo, const CollArgs& args);
   static constexpr size_t kScheduleCacheSize = 64;
 
+  /// The CUDA path's state (connections, flags, watchdog), made on the first device operation.
+  std::unique_ptr<DeviceState, DeviceStateDeleter>& device() { return device_; }
+
  private:
   Comm() = default;
   Status init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg);
@@ -107,6 +111,7 @@ class Comm : public strataComm {
   std::atomic<strataResult_t> asyncError_{strataSuccess};
   std::atomic<bool> aborted_{false};
   std::atomic<int> activeCalls_{0};
+  std::unique_ptr<DeviceState, DeviceStateDeleter> device_;  ///< last: destroyed first (its watchdog uses the comm)
 };
 
 /// Live-communicator registry, so that a destroyed or foreign handle is an error, not a crash.

@@ -8,10 +8,14 @@
 //  - Results 0..7 map one to one. strataTimeout -> ncclRemoteError (a peer did not answer in time:
 //    from the caller's side a remote failure). strataAborted -> ncclInvalidUsage (the communicator was
 //    aborted; using it further is a usage error; the last-error text says "aborted").
-//  - Host memory: the stream is ignored; every call has completed when it returns (in a group, by the
-//    outermost ncclGroupEnd). Non-blocking communicators (config.blocking = 0) complete synchronously
-//    too, so nothing returns ncclInProgress.
-//  - ncclCommCuDevice reports -1: host communicators have no CUDA device.
+//  - Device memory: the call enqueues on `stream` and returns (in a group: at the outermost
+//    ncclGroupEnd), as NCCL does. Host memory: the stream is ignored; every call has completed when
+//    it returns. Non-blocking communicators (config.blocking = 0) behave the same, so nothing
+//    returns ncclInProgress.
+//  - ncclCommCuDevice reports the device the communicator's device work runs on (the current device
+//    before its first device operation), or -1 without CUDA.
+//  - ncclMemAlloc returns device memory on the current device where CUDA devices exist, else
+//    page-aligned host memory.
 //  - Collectives and send/recv forward straight to strata, which validates every argument (NULL or
 //    destroyed comm, datatype/op out of range, root/peer out of range, NULL buffer with count > 0):
 //    the call fails with ncclInvalidArgument, ncclGetLastError names the problem, and the
@@ -406,8 +410,7 @@ NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
 NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
   RETURN_IF_FAILED(checkComm("ncclCommCuDevice", comm));
   if (device == nullptr) return fail(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
-  *device = -1;  // host communicator: no CUDA device
-  return ncclSuccess;
+  return fwd(strataCommCudaDevice(S(comm), device));
 }
 
 NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
@@ -422,21 +425,10 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   if (ptr == nullptr) return fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
   *ptr = nullptr;
   if (size == 0) return ncclSuccess;
-  long page = sysconf(_SC_PAGESIZE);
-  size_t align = page > 0 ? static_cast<size_t>(page) : 4096;
-  if (size > SIZE_MAX - align) return fail(ncclInvalidArgument, "ncclMemAlloc: size too large");
-  size_t rounded = (size + align - 1) / align * align;
-  void* p = nullptr;
-  if (posix_memalign(&p, align, rounded) != 0)
-    return fail(ncclSystemError, "ncclMemAlloc: cannot allocate " + std::to_string(size) + " bytes");
-  *ptr = p;
-  return ncclSuccess;
+  return fwd(strataMemAlloc(ptr, size));
 }
 
-NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
-  free(ptr);
-  return ncclSuccess;
-}
+NCCL_API(ncclResult_t, ncclMemFree, void* ptr) { return fwd(strataMemFree(ptr)); }
 
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size,
          void** handle) {
@@ -491,57 +483,57 @@ NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
 
 NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return fwd(strataAllReduce(sendbuff, recvbuff, count, S(datatype), S(op), S(comm)));
+  return fwd(strataAllReduceStream(sendbuff, recvbuff, count, S(datatype), S(op), S(comm), stream));
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return fwd(strataBroadcast(sendbuff, recvbuff, count, S(datatype), root, S(comm)));
+  return fwd(strataBroadcastStream(sendbuff, recvbuff, count, S(datatype), root, S(comm), stream));
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
          ncclComm_t comm, cudaStream_t stream) {
-  return fwd(strataBroadcast(buff, buff, count, S(datatype), root, S(comm)));
+  return fwd(strataBroadcastStream(buff, buff, count, S(datatype), root, S(comm), stream));
 }
 
 NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  return fwd(strataReduce(sendbuff, recvbuff, count, S(datatype), S(op), root, S(comm)));
+  return fwd(strataReduceStream(sendbuff, recvbuff, count, S(datatype), S(op), root, S(comm), stream));
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return fwd(strataAllGather(sendbuff, recvbuff, sendcount, S(datatype), S(comm)));
+  return fwd(strataAllGatherStream(sendbuff, recvbuff, sendcount, S(datatype), S(comm), stream));
 }
 
 NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return fwd(strataReduceScatter(sendbuff, recvbuff, recvcount, S(datatype), S(op), S(comm)));
+  return fwd(strataReduceScatterStream(sendbuff, recvbuff, recvcount, S(datatype), S(op), S(comm), stream));
 }
 
 NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return fwd(strataAllToAll(sendbuff, recvbuff, count, S(datatype), S(comm)));
+  return fwd(strataAllToAllStream(sendbuff, recvbuff, count, S(datatype), S(comm), stream));
 }
 
 NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return fwd(strataGather(sendbuff, recvbuff, count, S(datatype), root, S(comm)));
+  return fwd(strataGatherStream(sendbuff, recvbuff, count, S(datatype), root, S(comm), stream));
 }
 
 NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return fwd(strataScatter(sendbuff, recvbuff, count, S(datatype), root, S(comm)));
+  return fwd(strataScatterStream(sendbuff, recvbuff, count, S(datatype), root, S(comm), stream));
 }
 
 NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclComm_t comm, cudaStream_t stream) {
-  return fwd(strataSend(sendbuff, count, S(datatype), peer, S(comm)));
+  return fwd(strataSendStream(sendbuff, count, S(datatype), peer, S(comm), stream));
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
          ncclComm_t comm, cudaStream_t stream) {
-  return fwd(strataRecv(recvbuff, count, S(datatype), peer, S(comm)));
+  return fwd(strataRecvStream(recvbuff, count, S(datatype), peer, S(comm), stream));
 }
 
 // ---- groups ----------------------------------------------------------------------------------------

@@ -9,13 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/red_kind.h"
 #include "strata/strata.h"
 
 namespace strata::kernels {
 
-/// The element-wise operation of a reduction. Avg and pre-multiplied sums are built from these by
-/// the executor (scale the inputs, sum, divide the outputs).
-enum class RedKind : uint8_t { Sum, Prod, Max, Min };
 
 /// Size in bytes of one element; 0 for an invalid type.
 size_t dtypeSize(strataDataType_t dtype);

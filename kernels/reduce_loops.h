@@ -10,45 +10,13 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/element_ops.h"
 #include "kernels/float_convert.h"
 #include "kernels/host_reduce.h"
 
 namespace strata::kernels::detail {
 
 using Byte = unsigned char;
-
-// Codecs: S is the stored type, C the type the op runs in.
-template <class T>
-struct Plain {
-  using S = T;
-  using C = T;
-  static C dec(S v) { return v; }
-  static S enc(C v) { return v; }
-};
-struct Half {
-  using S = uint16_t;
-  using C = float;
-  static C dec(S v) { return fc::halfToFloat(v); }
-  static S enc(C v) { return fc::floatToHalf(v); }
-};
-struct Bf16 {
-  using S = uint16_t;
-  using C = float;
-  static C dec(S v) { return fc::bf16ToFloat(v); }
-  static S enc(C v) { return fc::floatToBf16(v); }
-};
-struct E4m3 {
-  using S = uint8_t;
-  using C = float;
-  static C dec(S v) { return fc::e4m3ToFloat(v); }
-  static S enc(C v) { return fc::floatToE4m3(v); }
-};
-struct E5m2 {
-  using S = uint8_t;
-  using C = float;
-  static C dec(S v) { return fc::e5m2ToFloat(v); }
-  static S enc(C v) { return fc::floatToE5m2(v); }
-};
 
 template <class T>
 inline T load(const Byte* p) {
@@ -60,26 +28,6 @@ template <class T>
 inline void store(Byte* p, T v) {
   std::memcpy(p, &v, sizeof v);
 }
-
-template <RedKind K>
-struct Op {
-  template <class T>
-  static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;  // no int promotion
-      if constexpr (K == RedKind::Sum) return T(U(W(U(a)) + W(U(b))));
-      if constexpr (K == RedKind::Prod) return T(U(W(U(a)) * W(U(b))));
-      if constexpr (K == RedKind::Max) return a > b ? a : b;
-      if constexpr (K == RedKind::Min) return a < b ? a : b;
-    } else {
-      if constexpr (K == RedKind::Sum) return a + b;
-      if constexpr (K == RedKind::Prod) return a * b;
-      if constexpr (K == RedKind::Max) return (a > b || a != a) ? a : b;
-      if constexpr (K == RedKind::Min) return (a < b || a != a) ? a : b;
-    }
-  }
-};
 
 // ---- loop bodies, inlined into each variant ----
 
@@ -129,25 +77,14 @@ template <class Cd>
 [[gnu::always_inline]] inline void scaleBody(Byte* d, const Byte* s, size_t n, const Byte* scalar) {
   using S = typename Cd::S;
   const typename Cd::C k = Cd::dec(load<S>(scalar));
-  for (size_t i = 0; i < n; ++i)
-    store<S>(d + i * sizeof(S), Cd::enc(Op<RedKind::Prod>::apply(Cd::dec(load<S>(s + i * sizeof(S))), k)));
+  for (size_t i = 0; i < n; ++i) store<S>(d + i * sizeof(S), scaleOne<Cd>(load<S>(s + i * sizeof(S)), k));
 }
 
 template <class Cd>
 [[gnu::always_inline]] inline void divideBody(Byte* d, size_t n, int div) {
   using S = typename Cd::S;
-  using C = typename Cd::C;
-  if constexpr (std::is_integral_v<C>) {
-    // A type wide enough that n converts exactly and INT_MIN / n cannot trap (n >= 1).
-    using W = std::conditional_t<std::is_signed_v<C>, std::conditional_t<(sizeof(C) <= 4), int32_t, int64_t>,
-                                 std::conditional_t<(sizeof(C) <= 4), uint32_t, uint64_t>>;
-    const W w = W(div);
-    for (size_t i = 0; i < n; ++i) store<S>(d + i * sizeof(S), S(W(load<S>(d + i * sizeof(S))) / w));
-  } else {
-    using D = std::conditional_t<std::is_same_v<Cd, Plain<float>>, double, C>;
-    const D w = D(div);
-    for (size_t i = 0; i < n; ++i) store<S>(d + i * sizeof(S), Cd::enc(C(D(Cd::dec(load<S>(d + i * sizeof(S)))) / w)));
-  }
+  const DivisorT<Cd> w = DivisorT<Cd>(div);
+  for (size_t i = 0; i < n; ++i) store<S>(d + i * sizeof(S), divideOne<Cd>(load<S>(d + i * sizeof(S)), w));
 }
 
 }  // namespace strata::kernels::detail

@@ -84,11 +84,10 @@ TEST(PerfSmoke, JsonOutput) {
 }
 
 TEST(PerfSmoke, BadFlagsAreUsageErrors) {
-  for (const char* flags : {"--bogus", "-d float32", "-b 1Q", "--memory device", "-g 2", "-b 2M -e 1M"}) {
+  for (const char* flags : {"--bogus", "-d float32", "-b 1Q", "-g 2", "-b 2M -e 1M"}) {
     RunResult r = run(kBin + "/all_reduce_perf " + flags);
     EXPECT_EQ(r.code, 2) << flags << "\n" << r.out;
   }
-  EXPECT_NE(run(kBin + "/all_reduce_perf --memory device").out.find("needs the CUDA build"), std::string::npos);
 }
 
 TEST(PerfSmoke, MpiPeer) {
@@ -103,6 +102,56 @@ TEST(PerfSmoke, MpiPeer) {
 TEST(PerfSmoke, GlooPeer) {
   if (!built("gloo_all_reduce_perf")) GTEST_SKIP() << "the Gloo peer tools are not built (Debian: libgloo-dev)";
   expectClean(kLaunch + "-n 2 -- " + kBin + "/gloo_all_reduce_perf --algo halving_doubling" + kSmall, kSmallRows);
+}
+
+// --memory device (strata) and the NCCL peer (nccl_*_perf, device memory only). Without a GPU or
+// driver (the tools link the static CUDA runtime, so they start) every run must fail cleanly: a
+// clear message, a non-zero exit, no hang. With a GPU: clean runs, and the device-to-device copy
+// reference in the footer. Ranks share the GPU when there are fewer GPUs than ranks.
+TEST(PerfSmoke, DeviceMemory) {
+  const std::string cmd = kLaunch + "-n 2 -- " + kBin + "/all_reduce_perf --memory device" + kSmall;
+  RunResult r = run(cmd);
+  if (r.out.find("no CUDA device (") != std::string::npos) {
+    EXPECT_EQ(r.code, 2) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find("all_reduce_perf: --memory device: no CUDA device ("), std::string::npos) << r.out;
+    EXPECT_EQ(tableRows(r.out), 0) << r.out;
+    return;
+  }
+  if (r.out.find("needs the CUDA build") != std::string::npos) {  // a build without CUDA
+    EXPECT_EQ(r.code, 2) << cmd << "\n" << r.out;
+    GTEST_SKIP() << "built without CUDA: --memory device is refused";
+  }
+  expectClean(cmd, kSmallRows);
+  EXPECT_NE(r.out.find("# device-to-device copy bandwidth: "), std::string::npos) << r.out;
+}
+
+TEST(PerfSmoke, NcclPeerDeviceMemory) {
+  if (!built("nccl_all_reduce_perf")) GTEST_SKIP() << "the NCCL peer tools need the CUDA build";
+  const std::string tool = kBin + "/nccl_all_reduce_perf";
+  // A library that cannot be loaded: every rank says so and the job fails, whatever the machine.
+  RunResult r = run(kLaunch + "-n 2 -- " + tool + " --nccl-lib /nonexistent/libnccl.so.2" + kSmall);
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("cannot load NCCL from /nonexistent/libnccl.so.2"), std::string::npos) << r.out;
+  // Host memory is not what it measures.
+  r = run(tool + " --memory host");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("measures device memory only"), std::string::npos) << r.out;
+  // The default library (libnccl.so.2 from the loader's path), one rank.
+  r = run("timeout 120 " + tool + kSmall);
+  if (r.out.find("no CUDA device (") != std::string::npos || r.out.find("cannot load NCCL") != std::string::npos) {
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_EQ(tableRows(r.out), 0) << r.out;
+    r = run(kLaunch + "-n 2 -- " + tool + kSmall);  // the same under the launcher: no hang, non-zero
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_TRUE(r.out.find("no CUDA device (") != std::string::npos ||
+                r.out.find("cannot load NCCL") != std::string::npos)
+        << r.out;
+    return;
+  }
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NCCL 2."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# device-to-device copy bandwidth: "), std::string::npos) << r.out;
 }
 
 }  // namespace

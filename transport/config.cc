@@ -147,6 +147,50 @@ const std::vector<Entry>& entries() {
       {"STRATA_CHECK_ARGS", "bool", "check that all ranks call the same collective with the same arguments",
        [](Config& c, const std::string& v) { return parseBool("STRATA_CHECK_ARGS", v, &c.checkArgs); },
        [](const Config& c) { return std::string(c.checkArgs ? "1" : "0"); }},
+      {"STRATA_CUDA_CHANNELS", "count", "CUDA blocks (each its own ring or tree) per device collective (1..32)",
+       [](Config& c, const std::string& v) {
+         size_t n = 0;
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_CUDA_CHANNELS", v, 1, &n));
+         if (n > 32) return invalidArgument("STRATA_CUDA_CHANNELS='{}' is above 32", v);
+         c.cudaChannels = static_cast<int>(n);
+         return OkStatus();
+       },
+       [](const Config& c) { return fmt::format("{}", c.cudaChannels); }},
+      {"STRATA_CUDA_THREADS", "count", "threads per CUDA block of the collective kernels (64..1024, a multiple of 32)",
+       [](Config& c, const std::string& v) {
+         size_t n = 0;
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_CUDA_THREADS", v, 64, &n));
+         if (n > 1024 || n % 32) return invalidArgument("STRATA_CUDA_THREADS='{}' is not a multiple of 32 in 64..1024", v);
+         c.cudaThreads = static_cast<int>(n);
+         return OkStatus();
+       },
+       [](const Config& c) { return fmt::format("{}", c.cudaThreads); }},
+      {"STRATA_CUDA_SLOT_BYTES", "bytes", "bulk-protocol FIFO slot per channel and peer (8 slots each; a multiple of 16)",
+       [](Config& c, const std::string& v) {
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_CUDA_SLOT_BYTES", v, 1024, &c.cudaSlotBytes));
+         if (c.cudaSlotBytes % 16) return invalidArgument("STRATA_CUDA_SLOT_BYTES='{}' is not a multiple of 16", v);
+         return OkStatus();
+       },
+       [](const Config& c) { return fmt::format("{}", c.cudaSlotBytes); }},
+      {"STRATA_CUDA_LL_SLOT_BYTES", "bytes", "LL-protocol FIFO slot per channel and peer (half carries data; a multiple of 16)",
+       [](Config& c, const std::string& v) {
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_CUDA_LL_SLOT_BYTES", v, 256, &c.cudaLLSlotBytes));
+         if (c.cudaLLSlotBytes % 16) return invalidArgument("STRATA_CUDA_LL_SLOT_BYTES='{}' is not a multiple of 16", v);
+         return OkStatus();
+       },
+       [](const Config& c) { return fmt::format("{}", c.cudaLLSlotBytes); }},
+      {"STRATA_CUDA_LL_MAX_BYTES", "bytes", "device collectives up to this many bytes use the LL protocol",
+       [](Config& c, const std::string& v) { return parseSize("STRATA_CUDA_LL_MAX_BYTES", v, 0, &c.cudaLLMaxBytes); },
+       [](const Config& c) { return fmt::format("{}", c.cudaLLMaxBytes); }},
+      {"STRATA_CUDA_TREE_MAX_BYTES", "bytes", "device all-reduces up to this many bytes use the tree (more than 2 ranks)",
+       [](Config& c, const std::string& v) { return parseSize("STRATA_CUDA_TREE_MAX_BYTES", v, 0, &c.cudaTreeMaxBytes); },
+       [](const Config& c) { return fmt::format("{}", c.cudaTreeMaxBytes); }},
+      {"STRATA_CUDA_ALGO", "choice", "device all-reduce algorithm: auto|ring|tree",
+       [](Config& c, const std::string& v) { return parseChoice("STRATA_CUDA_ALGO", v, {"auto", "ring", "tree"}, &c.cudaAlgo); },
+       [](const Config& c) { return c.cudaAlgo; }},
+      {"STRATA_CUDA_PROTO", "choice", "device protocol: auto|ll|simple",
+       [](Config& c, const std::string& v) { return parseChoice("STRATA_CUDA_PROTO", v, {"auto", "ll", "simple"}, &c.cudaProto); },
+       [](const Config& c) { return c.cudaProto; }},
   };
   return table;
 }

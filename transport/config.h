@@ -28,6 +28,15 @@ struct Config {
   std::string uniqueId;             ///< STRATA_UNIQUE_ID: the job's id, set by strata-run
   int rootPort = 0;                 ///< STRATA_ROOT_PORT: rank 0's rendezvous port for env launches
   bool checkArgs = false;           ///< STRATA_CHECK_ARGS: verify all ranks call the same collective
+  // CUDA path (device buffers).
+  int cudaChannels = 8;             ///< STRATA_CUDA_CHANNELS: blocks (rings/trees) per collective, 1..32
+  int cudaThreads = 512;            ///< STRATA_CUDA_THREADS: threads per block (64..1024, multiple of 32)
+  size_t cudaSlotBytes = 128 << 10; ///< STRATA_CUDA_SLOT_BYTES: bulk-protocol FIFO slot per channel and peer
+  size_t cudaLLSlotBytes = 32 << 10;  ///< STRATA_CUDA_LL_SLOT_BYTES: LL FIFO slot (half of it is data)
+  size_t cudaLLMaxBytes = 64 << 10; ///< STRATA_CUDA_LL_MAX_BYTES: messages up to this use the LL protocol
+  size_t cudaTreeMaxBytes = 32 << 10;  ///< STRATA_CUDA_TREE_MAX_BYTES: all-reduces up to this use the tree (n > 2)
+  std::string cudaAlgo = "auto";    ///< STRATA_CUDA_ALGO: auto|ring|tree (all-reduce)
+  std::string cudaProto = "auto";   ///< STRATA_CUDA_PROTO: auto|ll|simple
 };
 
 struct ConfigEntry {

@@ -3,8 +3,11 @@
  *
  * Stable C ABI: every function returns a strataResult_t, nothing throws across it. A communicator
  * connects `nranks` ranks (processes, threads, or both) and runs collectives on their buffers.
- * Buffers in this release are host memory; a call completes before it returns (inside a group:
- * by strataGroupEnd).
+ * Buffers are host or CUDA device memory, told apart per call. Host buffers: a call completes
+ * before it returns (inside a group: by strataGroupEnd). Device buffers: a call enqueues its
+ * work on a CUDA stream and returns (inside a group: strataGroupEnd launches it), exactly as
+ * NCCL does; completion is observed with the stream. The *Stream forms take the stream; the
+ * plain forms use the legacy default stream (NULL).
  *
  * Minimal use (one process per rank):
  *   strataUniqueId id;                        // rank 0: strataGetUniqueId(&id), then share it
@@ -173,6 +176,50 @@ strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatyp
                           strataComm_t comm);
 /** Blocks until every rank of `comm` has called it. */
 strataResult_t strataBarrier(strataComm_t comm);
+
+/* Stream-ordered forms (the NCCL semantics). `stream` is a cudaStream_t (NULL: the legacy default
+ * stream); it is ignored when the buffers are host memory. Mixing host and device buffers in one
+ * call is an invalid argument. */
+typedef void* strataStream_t;
+strataResult_t strataAllReduceStream(const void* sendbuff, void* recvbuff, size_t count,
+                                     strataDataType_t datatype, strataRedOp_t op, strataComm_t comm,
+                                     strataStream_t stream);
+strataResult_t strataReduceScatterStream(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                         strataDataType_t datatype, strataRedOp_t op,
+                                         strataComm_t comm, strataStream_t stream);
+strataResult_t strataAllGatherStream(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                     strataDataType_t datatype, strataComm_t comm, strataStream_t stream);
+strataResult_t strataBroadcastStream(const void* sendbuff, void* recvbuff, size_t count,
+                                     strataDataType_t datatype, int root, strataComm_t comm,
+                                     strataStream_t stream);
+strataResult_t strataReduceStream(const void* sendbuff, void* recvbuff, size_t count,
+                                  strataDataType_t datatype, strataRedOp_t op, int root,
+                                  strataComm_t comm, strataStream_t stream);
+strataResult_t strataAllToAllStream(const void* sendbuff, void* recvbuff, size_t count,
+                                    strataDataType_t datatype, strataComm_t comm, strataStream_t stream);
+strataResult_t strataGatherStream(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                  strataDataType_t datatype, int root, strataComm_t comm,
+                                  strataStream_t stream);
+strataResult_t strataScatterStream(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                   strataDataType_t datatype, int root, strataComm_t comm,
+                                   strataStream_t stream);
+strataResult_t strataSendStream(const void* sendbuff, size_t count, strataDataType_t datatype, int peer,
+                                strataComm_t comm, strataStream_t stream);
+strataResult_t strataRecvStream(void* recvbuff, size_t count, strataDataType_t datatype, int peer,
+                                strataComm_t comm, strataStream_t stream);
+
+/** Number of CUDA devices this process can use: 0 when the library was built without CUDA, or no
+ *  driver or device is present (the host path works regardless). Never fails for that reason. */
+strataResult_t strataCudaDeviceCount(int* count);
+
+/** The CUDA device `comm`'s device work runs on: fixed by its first device operation; before
+ *  that, the calling thread's current device; -1 without CUDA. */
+strataResult_t strataCommCudaDevice(strataComm_t comm, int* device);
+
+/** Memory for collective buffers: device memory on the current CUDA device where CUDA devices
+ *  exist, else page-aligned host memory. Free with strataMemFree. */
+strataResult_t strataMemAlloc(void** ptr, size_t size);
+strataResult_t strataMemFree(void* ptr);
 
 /** Group calls: operations issued between start and end are queued and run together at end
  *  (grouped send/recv is how all-to-allv is written). Groups nest; the outermost end runs them. */

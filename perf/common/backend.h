@@ -1,4 +1,4 @@
-// backend.h: what a measured library (strata, Open MPI, Gloo) provides to the common timing loop.
+// backend.h: what a measured library (strata, Open MPI, Gloo, NCCL) provides to the common timing loop.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +21,10 @@ struct CollCall {
   void* recv;
   void* sendBase;  ///< the allocations
   void* recvBase;
+  void* stream = nullptr;  ///< --memory device: the rank's cudaStream_t to enqueue on; host memory: NULL
 };
+
+class DeviceRank;
 
 class Backend {
  public:
@@ -33,11 +36,15 @@ class Backend {
 
   /// Empty if the library can run (coll, dtype, op); else why not.
   virtual std::string unsupported(Coll coll, DType dtype, Op op) const { return ""; }
+  /// --memory device: called once on every rank, with the rank's device current in this thread,
+  /// before the sweep (a library that binds a communicator to a device creates it here).
+  virtual void attachDevice(const DeviceRank& device) {}
   /// Sets up what `call` needs (custom ops, library handles, scratch) outside the timed loop.
   virtual void prepare(const CollCall& call) {}
   /// Releases what prepare() set up.
   virtual void finish(const CollCall& call) {}
-  /// Runs `call` to completion. Throws std::runtime_error on failure.
+  /// Runs `call`: to completion for host memory; enqueued on call.stream for device memory (the
+  /// runner synchronizes the stream). Throws std::runtime_error on failure.
   virtual void run(const CollCall& call) = 0;
   /// Brackets -m/--agg_iters calls (a group, where the library has groups).
   virtual void groupStart() {}

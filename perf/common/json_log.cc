@@ -49,8 +49,14 @@ void JsonLog::header(const std::string& library, int nprocs, const std::vector<R
   c["average"] = o_.average;
   c["memory"] = o_.memory;
   auto& d = doc_["devices"] = nlohmann::ordered_json::array();
-  for (const RankLine& r : ranks)
+  for (const RankLine& r : ranks) {
     d.push_back({{"rank", r.rank}, {"pid", r.pid}, {"hostname", r.host}, {"thread", r.thread}, {"device", "cpu"}});
+    if (r.device >= 0) {
+      d.back()["device"] = r.device;
+      d.back()["bus_id"] = r.busId;
+      d.back()["name"] = r.gpu;
+    }
+  }
   doc_["results"] = nlohmann::ordered_json::array();
 }
 
@@ -63,6 +69,11 @@ void JsonLog::row(const Row& r) {
                              {"out_of_place", measure(r.out, o_.check > 0)},
                              {"in_place", measure(r.in, o_.check > 0)},
                              {"actual_iterations", o_.iters * o_.aggIters}});
+}
+
+void JsonLog::deviceCopy(double gbps, size_t bytes) {
+  doc_["device_copy_bandwidth"] = {{"bandwidth", gbps}, {"bytes", bytes},
+                                   {"method", "cudaMemcpyAsync device to device, rank 0 alone"}};
 }
 
 void JsonLog::finish(int64_t wrong, double avgBusBw) {

@@ -17,6 +17,7 @@ class JsonLog {
   JsonLog(const Options& options, const ToolInfo& tool);
   void header(const std::string& library, int nprocs, const std::vector<RankLine>& ranks);
   void row(const Row& r);
+  void deviceCopy(double gbps, size_t bytes);
   /// Adds the summary and writes the file (a message on stderr if it cannot).
   void finish(int64_t wrong, double avgBusBw);
 

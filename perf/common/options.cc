@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <map>
 
+#include "perf/common/device.h"
+
 namespace strata::perf {
 namespace {
 
@@ -30,8 +32,16 @@ std::string usageFooter(const ToolInfo& tool) {
 }
 
 // Checks that CLI11 cannot express: returns an error message or "".
-std::string validate(const Options& o) {
-  if (o.memory == "device") return "--memory device: device memory needs the CUDA build (issue 5)";
+std::string validate(const Options& o, const ToolInfo& tool) {
+  bool measured = false;
+  std::string kinds;
+  for (const std::string& m : tool.memories) {
+    measured |= m == o.memory;
+    kinds += (kinds.empty() ? "" : " or ") + m;
+  }
+  if (!measured) return "--memory " + o.memory + ": " + tool.program + " measures " + kinds + " memory only";
+  if (o.memory == "device" && !deviceSupportBuilt())
+    return "--memory device: device memory needs the CUDA build (nvcc and -DSTRATA_ENABLE_CUDA=ON)";
   if (o.nGpus != 1)
     return "-g/--ngpus " + std::to_string(o.nGpus) +
            ": the host path drives one buffer set per rank; use -t for more ranks per process";
@@ -106,7 +116,9 @@ bool parseOptions(int argc, char** argv, const ToolInfo& tool, Options* o, int* 
   app.add_option("-a,--average", o->average, "time reported: 0 rank 0, 1 average, 2 minimum, 3 maximum over ranks")
       ->check(CLI::Range(0, 3))->capture_default_str();
   app.add_option("-J,--output_file", o->jsonPath, "also write the results as JSON to FILE")->type_name("FILE");
-  app.add_option("--memory", o->memory, "buffer memory: host or device")->check(CLI::IsMember({"host", "device"}))
+  o->memory = tool.memories.empty() ? "host" : tool.memories.front();
+  app.add_option("--memory", o->memory, "buffer memory: host, or device (cudaMalloc on GPU local rank % GPUs)")
+      ->check(CLI::IsMember({"host", "device"}))
       ->capture_default_str();
   if (tool.addOptions) tool.addOptions(app);
   try {
@@ -124,7 +136,7 @@ bool parseOptions(int argc, char** argv, const ToolInfo& tool, Options* o, int* 
   o->allRoots = root == "all" || root == "-1";
   o->root = o->allRoots ? 0 : std::stoi(root);
   o->argv.assign(argv, argv + argc);
-  std::string err = validate(*o);
+  std::string err = validate(*o, tool);
   if (!err.empty()) {
     std::fprintf(stderr, "%s: %s\n", tool.program.c_str(), err.c_str());
     *exitCode = 2;

@@ -32,7 +32,7 @@ struct Options {
   int root = 0;
   bool allRoots = false;  ///< -r all (or -1)
   std::string jsonPath;   ///< -J
-  std::string memory = "host";
+  std::string memory = "host";  ///< --memory: host or device (the tool's first memory kind by default)
   std::vector<std::string> argv;
 
   /// Message sizes in bytes: minBytes, then times stepFactor (> 1) or plus stepBytes, up to maxBytes.
@@ -52,6 +52,9 @@ struct ToolInfo {
   std::string library;  ///< "strata", "Open MPI", "Gloo"
   std::string launch;   ///< how to start it, for --help
   std::function<void(CLI::App&)> addOptions;  ///< backend-specific flags (may be empty)
+  std::vector<std::string> memories{"host"};  ///< --memory kinds it measures; the first is the default
+  /// Runs after parsing, before any rank starts (loading a library): an error message or "".
+  std::function<std::string(const Options&)> preflight;
 };
 
 /// Parses argv. On --help prints the usage and returns 0 in *exitCode; on a bad flag prints the

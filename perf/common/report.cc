@@ -54,9 +54,14 @@ void Report::header(const std::string& library, int nprocs, const std::vector<Ra
                    o_.memory));
   line("#");
   line("# Using devices");
-  for (const RankLine& r : ranks)
-    line(fmt::format("#  Rank {:>2} Group  0 Pid {:>6} on {:>10} device cpu [thread {}] host memory", r.rank, r.pid,
-                     r.host, r.thread));
+  for (const RankLine& r : ranks) {
+    if (r.device >= 0)
+      line(fmt::format("#  Rank {:>2} Group  0 Pid {:>6} on {:>10} device {:>2} [{}] {} [thread {}]", r.rank, r.pid,
+                       r.host, r.device, r.busId, r.gpu, r.thread));
+    else
+      line(fmt::format("#  Rank {:>2} Group  0 Pid {:>6} on {:>10} device cpu [thread {}] host memory", r.rank,
+                       r.pid, r.host, r.thread));
+  }
   line("#");
   line(fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place", "",
                    "", "", "", ""));
@@ -69,6 +74,11 @@ void Report::header(const std::string& library, int nprocs, const std::vector<Ra
 }
 
 void Report::note(const std::string& text) { line("# " + text); }
+
+void Report::deviceCopy(double gbps, size_t bytes) {
+  line(fmt::format("# device-to-device copy bandwidth: {:.2f} GB/s (cudaMemcpyAsync, {} bytes)", gbps, bytes));
+  if (json_) json_->deviceCopy(gbps, bytes);
+}
 
 void Report::row(const Row& r) {
   line(fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", r.bytes, r.count, dtypeName(r.dtype), r.op, r.root) +

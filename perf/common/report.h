@@ -20,6 +20,9 @@ struct RankLine {
   int pid = 0;
   int thread = 0;
   char host[64] = {};
+  int device = -1;  ///< --memory device: the CUDA device index, else -1 (cpu)
+  char busId[20] = {};
+  char gpu[48] = {};
 };
 
 /// Time and bandwidth of one placement (out-of-place or in-place), already aggregated over ranks.
@@ -42,6 +45,8 @@ class Report {
   ~Report();
   void header(const std::string& library, int nprocs, const std::vector<RankLine>& ranks);
   void note(const std::string& text);  ///< a "# text" line
+  /// The device-to-device copy reference (--memory device), printed in the footer and the JSON.
+  void deviceCopy(double gbps, size_t bytes);
   void row(const Row& r);
   /// Prints the footer and writes the JSON file.
   void footer();

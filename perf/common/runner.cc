@@ -1,19 +1,43 @@
 // runner.cc: the timing loop. Nothing is allocated between the barrier and the end of the timed
 // iterations; inputs are written before timing and results checked after it, as nccl-tests does.
+// Device memory: inputs are made on the host and copied in, results copied out, outside the timed
+// loop; the loop enqueues every iteration and the clock stops after the stream is synchronized.
 #include "perf/common/runner.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <stdexcept>
 
 #include "perf/common/check.h"
+#include "perf/common/device.h"
 #include "perf/common/values.h"
 
 namespace strata::perf {
 
-Runner::Runner(const Options& o, Coll coll, Backend& b) : o_(o), coll_(coll), b_(b), buffers_(o.maxBytes) {}
+namespace {
+
+const char* shift(const void* p, const void* from, const void* to) {
+  return static_cast<const char*>(to) + (static_cast<const char*>(p) - static_cast<const char*>(from));
+}
+
+// Bytes of the receive allocation a call touches, from its start (in place: the input too).
+size_t recvSpan(const CollCall& c) {
+  const size_t es = dtypeSize(c.dtype);
+  auto end = [&](const void* p, size_t n) {
+    return static_cast<size_t>(static_cast<const char*>(p) - static_cast<const char*>(c.recvBase)) + n * es;
+  };
+  size_t span = end(c.recv, c.layout.recvCount);
+  if (c.inPlace) span = std::max(span, end(c.send, c.layout.sendCount));
+  return span;
+}
+
+}  // namespace
+
+Runner::Runner(const Options& o, Coll coll, Backend& b, const DeviceRank* device)
+    : o_(o), coll_(coll), b_(b), buffers_(o.maxBytes), dev_(device) {}
 
 void Runner::checkRequest() const {
   if (collHasRoot(coll_) && !o_.allRoots && o_.root >= b_.nranks())
@@ -36,7 +60,8 @@ std::vector<int> Runner::roots() const {
 
 CollCall Runner::makeCall(size_t bytes, DType dtype, Op op, int root, bool inPlace) const {
   CollCall c{coll_, dtype, op, root, inPlace, layoutFor(coll_, bytes, dtype, b_.nranks()),
-             nullptr, nullptr, buffers_.send(), buffers_.recv()};
+             nullptr, nullptr, dev_ ? dev_->send() : buffers_.send(), dev_ ? dev_->recv() : buffers_.recv()};
+  if (dev_) c.stream = dev_->stream();
   const size_t es = dtypeSize(dtype), r = static_cast<size_t>(b_.rank());
   auto* recvBase = static_cast<char*>(c.recvBase);
   c.send = inPlace ? recvBase + c.layout.sendInPlaceOffset * r * es : c.sendBase;
@@ -44,25 +69,65 @@ CollCall Runner::makeCall(size_t bytes, DType dtype, Op op, int root, bool inPla
   return c;
 }
 
+CollCall Runner::hostView(const CollCall& c) const {
+  if (!dev_) return c;
+  CollCall h = c;
+  h.sendBase = buffers_.send();
+  h.recvBase = buffers_.recv();
+  h.send = shift(c.send, c.inPlace ? c.recvBase : c.sendBase, c.inPlace ? h.recvBase : h.sendBase);
+  h.recv = const_cast<char*>(shift(c.recv, c.recvBase, h.recvBase));
+  h.stream = nullptr;
+  return h;
+}
+
+void Runner::sync() {
+  if (dev_) dev_->sync();
+}
+
+void Runner::fill(const CollCall& c, const Values& values) {
+  const CollCall h = hostView(c);
+  fillInputs(h, values, b_.rank(), b_.nranks());
+  if (!dev_) return;
+  dev_->upload(c.recvBase, h.recvBase, recvSpan(h));
+  if (!c.inPlace) dev_->upload(c.sendBase, h.sendBase, c.layout.sendCount * dtypeSize(c.dtype));
+}
+
+int64_t Runner::wrongElements(const CollCall& c, const Values& values) {
+  sync();
+  const CollCall h = hostView(c);
+  const void* result = b_.result(c);
+  if (dev_) {
+    dev_->download(h.recvBase, c.recvBase, recvSpan(h));
+    result = shift(result, c.recvBase, h.recvBase);
+  }
+  return static_cast<int64_t>(countWrongElements(h, values, result, b_.rank(), b_.nranks()));
+}
+
 void Runner::warmUp(DType dtype, Op op, int root) {
   for (uint64_t bytes : {o_.maxBytes, o_.minBytes}) {
     CollCall c = makeCall(bytes, dtype, op, root, false);
     b_.prepare(c);
     for (int i = 0; i < o_.warmupIters; ++i) b_.run(c);
+    sync();
     b_.finish(c);
   }
 }
 
 double Runner::timeLoop(const CollCall& c) {
   b_.run(c);  // settles this size (connections, schedules) outside the timed loop
+  sync();
   b_.barrier();
   const auto t0 = std::chrono::steady_clock::now();
   for (int it = 0; it < o_.iters; ++it) {
     if (o_.aggIters > 1) b_.groupStart();
     for (int a = 0; a < o_.aggIters; ++a) b_.run(c);
     if (o_.aggIters > 1) b_.groupEnd();
-    if (o_.blocking == 1) b_.barrier();
+    if (o_.blocking == 1) {
+      sync();
+      b_.barrier();
+    }
   }
+  sync();
   const auto t1 = std::chrono::steady_clock::now();
   const double sec = std::chrono::duration<double>(t1 - t0).count() / (o_.iters * o_.aggIters);
   switch (o_.average) {
@@ -74,18 +139,18 @@ double Runner::timeLoop(const CollCall& c) {
 }
 
 Measure Runner::bench(const CollCall& c, const Values& values) {
-  const int rank = b_.rank(), n = b_.nranks();
+  const int n = b_.nranks();
   b_.prepare(c);
-  if (o_.check) fillInputs(c, values, rank, n);
+  if (o_.check) fill(c, values);
   Measure m;
   const double sec = timeLoop(c);
   m.timeUs = sec * 1e6;
   m.algBw = sec > 0 ? static_cast<double>(reportedBytes(c.layout, c.dtype)) / 1e9 / sec : 0;
   m.busBw = m.algBw * busFactor(coll_, n);
   for (int k = 0; k < o_.check; ++k) {
-    fillInputs(c, values, rank, n);
+    fill(c, values);
     b_.run(c);
-    const double wrong = static_cast<double>(countWrongElements(c, values, b_.result(c), rank, n));
+    const double wrong = static_cast<double>(wrongElements(c, values));
     m.wrong = static_cast<int64_t>(b_.allReduce(wrong, Backend::Agg::Sum));
     if (m.wrong) break;
   }

@@ -1,5 +1,7 @@
 // runner.h: one rank's sweep: for each dtype, op and root, warm up, then per size time the
 // out-of-place and in-place collective, aggregate the time over ranks (-a) and verify (-c).
+// With --memory device the collectives run on device buffers and the host buffers stage the
+// inputs and results of the check.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +14,13 @@
 
 namespace strata::perf {
 
+class DeviceRank;
 class Values;
 
 class Runner {
  public:
-  Runner(const Options& options, Coll coll, Backend& backend);
+  /// `device`: the rank's device buffers and stream (--memory device), else null.
+  Runner(const Options& options, Coll coll, Backend& backend, const DeviceRank* device = nullptr);
   /// Throws UsageError for an explicitly requested type, op or root the backend cannot run.
   void checkRequest() const;
   /// Runs the sweep; returns the number of wrong elements over all ranks. `report` is non-null on
@@ -25,6 +29,11 @@ class Runner {
 
  private:
   CollCall makeCall(size_t bytes, DType dtype, Op op, int root, bool inPlace) const;
+  /// The same call on the host buffers (itself for host memory).
+  CollCall hostView(const CollCall& call) const;
+  void fill(const CollCall& call, const Values& values);
+  int64_t wrongElements(const CollCall& call, const Values& values);
+  void sync();  ///< waits for the device stream (nothing for host memory)
   void warmUp(DType dtype, Op op, int root);
   Measure bench(const CollCall& call, const Values& values);
   double timeLoop(const CollCall& call);
@@ -35,6 +44,7 @@ class Runner {
   Backend& b_;
   Report* report_ = nullptr;
   Buffers buffers_;
+  const DeviceRank* dev_;
 };
 
 }  // namespace strata::perf

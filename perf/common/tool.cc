@@ -1,6 +1,7 @@
 // tool.cc: the common main(): options, rank identities, the sweep, the report and the exit code.
 #include "perf/common/tool.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,14 +9,41 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
+#include "perf/common/device.h"
 #include "perf/common/memory.h"
 #include "perf/common/report.h"
 #include "perf/common/runner.h"
 
 namespace strata::perf {
 namespace {
+
+// --memory device: this rank's GPU, buffers and stream. Every rank learns whether all succeeded,
+// so that none waits in a collective for a rank that failed here.
+std::unique_ptr<DeviceRank> openDevice(const Options& o, Backend& b, int nprocs, int thread) {
+  std::unique_ptr<DeviceRank> dev;
+  std::string error;
+  try {
+    dev = std::make_unique<DeviceRank>(perfLocalRank(b.rank(), thread, b.nranks() / nprocs), o.maxBytes);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const double failed = b.allReduce(error.empty() ? 0 : 1, Backend::Agg::Sum);
+  if (!error.empty()) throw std::runtime_error("--memory device: " + error);
+  if (failed > 0) throw std::runtime_error(fmt::format("--memory device: {} other rank(s) failed to set up", failed));
+  b.attachDevice(*dev);
+  return dev;
+}
+
+// The device-to-device copy reference: rank 0 alone (the others wait at a barrier), largest size.
+void deviceCopyReference(const Options& o, Backend& b, const DeviceRank& dev, Report* report) {
+  b.barrier();
+  const double gbps = b.rank() == 0 ? dev.copyBandwidth(o.maxBytes, std::max(o.iters, 5)) : 0;
+  b.barrier();
+  if (report) report->deviceCopy(gbps, o.maxBytes);
+}
 
 int runRank(const Options& o, const ToolInfo& tool, Backend& b, int nprocs, int thread) {
   try {
@@ -24,9 +52,16 @@ int runRank(const Options& o, const ToolInfo& tool, Backend& b, int nprocs, int 
     mine.pid = static_cast<int>(getpid());
     mine.thread = thread;
     gethostname(mine.host, sizeof mine.host - 1);
+    std::unique_ptr<DeviceRank> dev;
+    if (o.memory == "device") {
+      dev = openDevice(o, b, nprocs, thread);
+      mine.device = dev->props().index;
+      std::memcpy(mine.busId, dev->props().busId, sizeof mine.busId);
+      std::memcpy(mine.gpu, dev->props().name, sizeof mine.gpu);
+    }
     std::vector<RankLine> all(static_cast<size_t>(b.nranks()));
     b.allGather(&mine, all.data(), sizeof mine);
-    Runner runner(o, tool.coll, b);
+    Runner runner(o, tool.coll, b, dev.get());
     runner.checkRequest();
     std::unique_ptr<Report> report;
     if (b.rank() == 0) {
@@ -50,6 +85,7 @@ int runRank(const Options& o, const ToolInfo& tool, Backend& b, int nprocs, int 
                   "runtime and tool: %.1f MiB), shared %.1f MiB\n",
                   worst.anonMiB, buffersMiB, std::max(0.0, worst.anonMiB - buffersMiB), worst.shmemMiB);
     }
+    if (dev) deviceCopyReference(o, b, *dev, report.get());
     if (report) report->footer();
     return wrong ? kExitWrong : kExitOk;
   } catch (const UsageError& e) {
@@ -69,6 +105,18 @@ int toolMain(int argc, char** argv, const ToolInfo& tool, const Launcher& launch
   Options o;
   int code = kExitOk;
   if (!parseOptions(argc, argv, tool, &o, &code)) return code;
+  // Per process, before any rank meets another: a failure here ends every rank the same way.
+  const std::string err = tool.preflight ? tool.preflight(o) : "";
+  if (!err.empty()) {
+    std::fprintf(stderr, "%s: %s\n", tool.program.c_str(), err.c_str());
+    return kExitError;
+  }
+  std::string why;
+  if (o.memory == "device" && cudaDevices(&why) == 0) {
+    std::fprintf(stderr, "%s: --memory device: no CUDA device (%s); device memory needs the CUDA build and a GPU "
+                 "this process can see\n", tool.program.c_str(), why.c_str());
+    return kExitUsage;
+  }
   try {
     return launch(o, [&](Backend& b, int nprocs, int thread) { return runRank(o, tool, b, nprocs, thread); });
   } catch (const std::exception& e) {

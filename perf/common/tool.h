@@ -1,6 +1,7 @@
 // tool.h: main() of every perf tool: parse the flags, let the library create this process's ranks,
 // run the sweep on each, print from rank 0. Exit codes: 0 all results exact, 1 wrong results,
-// 2 bad usage, 3 a failure (library error, unsupported combination, ...).
+// 2 bad usage (also --memory device without a GPU), 3 a failure (library error, unsupported
+// combination, ...).
 #pragma once
 
 #include <functional>

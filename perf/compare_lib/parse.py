@@ -7,7 +7,9 @@ The format (nccl-tests' README): comment lines start with '#'; one header commen
 
 and each data row starts with the size in bytes. Times are in microseconds, bandwidths in GB/s, #wrong
 is an integer or N/A. Lines relayed by strata-run carry a "[rank] " prefix: only rank 0's are read.
-A missing header means the 13 columns above.
+A missing header means the 13 columns above. With --memory device the tools also print the GPU of
+each rank ("#  Rank  0 ... device  0 [0000:19:00.0] NVIDIA H100 ...") and, in the footer, the
+device-to-device copy reference ("# device-to-device copy bandwidth: X GB/s (cudaMemcpyAsync, N bytes)").
 """
 
 import re
@@ -21,6 +23,9 @@ TYPE_SIZES = {"int8": 1, "uint8": 1, "char": 1, "int32": 4, "uint32": 4, "int": 
 _RANK_PREFIX = re.compile(r"^\[(\d+)\]\s?")
 _COLL_LINE = re.compile(r"Collective test starting:\s*(\S+?)(?:_perf)?\s*$")
 _AVG_LINE = re.compile(r"Avg bus bandwidth\s*:\s*([-+0-9.eE]+)")
+_COPY_LINE = re.compile(r"device-to-device copy bandwidth:\s*([-+0-9.eE]+)\s*GB/s(?:.*?(\d+) bytes)?")
+_WORLD_LINE = re.compile(r"^World:.*,\s*(\w+) memory")
+_GPU_RANK = re.compile(r"\bdevice\s+\d+\s+\[(?!cpu\])[^\]]*\]\s+(.+?)(?:\s+\[thread \d+\])?$")
 _RANK_LINE = re.compile(r"^Rank\s+\d+\b")
 
 
@@ -44,10 +49,17 @@ class Table:
         self.avg_busbw = None
         self.nranks = None  # from the "#  Rank  r ..." lines, when the tool prints them
         self.runs = 1
+        self.memory = None  # "host" / "device", from the "# World: ..." line
+        self.gpu = None  # rank 0's GPU name (device memory)
+        self.copy_bw = None  # device-to-device copy reference, GB/s (device memory)
+        self.copy_bytes = None
 
     def to_json(self):
-        return {"coll": self.coll, "nranks": self.nranks, "runs": self.runs, "avg_busbw": self.avg_busbw,
-                "rows": self.rows, "problems": self.problems}
+        d = {"coll": self.coll, "nranks": self.nranks, "runs": self.runs, "avg_busbw": self.avg_busbw,
+             "rows": self.rows, "problems": self.problems}
+        if self.memory == "device":
+            d.update(memory=self.memory, gpu=self.gpu, copy_bw=self.copy_bw, copy_bytes=self.copy_bytes)
+        return d
 
 
 def _split_header(cols):
@@ -83,9 +95,19 @@ def parse_text(text):
                 header = toks  # "#wrong" stays one token (older nccl-tests: "error")
             mc = _COLL_LINE.search(body)
             if mc:  # "all_reduce_perf", "mpi_all_reduce_perf", "gloo_all_reduce_perf" -> "all_reduce"
-                t.coll = re.sub(r"^(mpi|gloo)_", "", mc.group(1))
+                t.coll = re.sub(r"^(mpi|gloo|nccl)_", "", mc.group(1))
             if _RANK_LINE.match(body):
                 t.nranks = (t.nranks or 0) + 1
+                mg = _GPU_RANK.search(body)
+                if mg and t.gpu is None:
+                    t.gpu = mg.group(1)
+            mw = _WORLD_LINE.match(body)
+            if mw:
+                t.memory = mw.group(1)
+            mcp = _COPY_LINE.search(body)
+            if mcp:
+                t.copy_bw = float(mcp.group(1))
+                t.copy_bytes = int(mcp.group(2)) if mcp.group(2) else None
             ma = _AVG_LINE.search(body)
             if ma:
                 t.avg_busbw = float(ma.group(1))
@@ -169,6 +191,11 @@ def best_of(tables):
     merged = Table()
     merged.coll = next((t.coll for t in tables if t.coll), None)
     merged.nranks = next((t.nranks for t in tables if t.nranks), None)
+    merged.memory = next((t.memory for t in tables if t.memory), None)
+    merged.gpu = next((t.gpu for t in tables if t.gpu), None)
+    copies = [(t.copy_bw, t.copy_bytes) for t in tables if t.copy_bw is not None]
+    if copies:  # the best of the runs, like every other column
+        merged.copy_bw, merged.copy_bytes = max(copies, key=lambda c: c[0])
     by_key = {}
     for t in tables:
         merged.problems.extend(t.problems)

@@ -3,6 +3,10 @@
 Ratio strata/peer = busbw(strata) / busbw(peer) at one size, computed from the out-of-place times as
 time(peer) / time(strata): the same number by definition (same size, same bus factor), but exact at
 small sizes where the printed busbw rounds to 0.00. > 1 means strata is faster.
+
+With device memory the tools also report a device-to-device copy reference (cudaMemcpyAsync of the
+largest size, rank 0 alone): each implementation's busbw at the largest size is given as a fraction
+of it, and the plot draws it as a dashed line.
 """
 
 import math
@@ -91,7 +95,27 @@ def comparison(coll, tables, nranks, target=None, vs=None):
                      f"({', '.join(human_size(s) for s in misses[p])})")
         summary["peers"][p] = info
         lines.append(text)
+    copy = copy_limit(tables)
+    if copy:
+        bw, nbytes = copy
+        biggest = max(sizes) if sizes else None
+        parts = []
+        summary["copy_limit"] = {"bandwidth": bw, "bytes": nbytes, "fraction": {}}
+        for i in impls:
+            b = data[i].get(biggest, (None, None))[0]
+            if isinstance(b, (int, float)) and bw > 0:
+                summary["copy_limit"]["fraction"][i] = b / bw
+                parts.append(f"{LABELS.get(i, i)} {b:.2f} GB/s = {100 * b / bw:.0f}%")
+        lines.append(f"device-to-device copy (cudaMemcpyAsync"
+                     f"{', ' + human_size(nbytes) if nbytes else ''}): {bw:.2f} GB/s"
+                     + (f"; busbw at {human_size(biggest)}: " + ", ".join(parts) + " of it" if parts else ""))
     return "\n".join(lines), summary
+
+
+def copy_limit(tables):
+    """(GB/s, bytes) of the device-to-device copy reference the tables report (the best), or None."""
+    found = [(t.copy_bw, t.copy_bytes) for t in tables.values() if getattr(t, "copy_bw", None)]
+    return max(found, key=lambda c: c[0]) if found else None
 
 
 def _f(v, width, prec):
@@ -119,7 +143,8 @@ def plot(path, results, nranks, title_extra):
               "mpi": dict(color="C0", lw=1.5, marker="s", ms=3.5),
               "gloo_ring": dict(color="C2", lw=1.5, marker="^", ms=3.5),
               "gloo_hd": dict(color="C1", lw=1.5, marker="v", ms=3.5),
-              "gloo": dict(color="C2", lw=1.5, marker="^", ms=3.5)}
+              "gloo": dict(color="C2", lw=1.5, marker="^", ms=3.5),
+              "nccl": dict(color="C2", lw=1.8, marker="s", ms=3.5)}
     fmt = FuncFormatter(lambda x, _: human_size(int(x)) if x >= 1 else "")
     for k, coll in enumerate(colls):
         top, bottom = axes[2 * (k // ncol)][k % ncol], axes[2 * (k // ncol) + 1][k % ncol]
@@ -131,6 +156,9 @@ def plot(path, results, nranks, title_extra):
             label = LABELS.get(impl, impl)
             top.plot(xs, [bw for _, (bw, _) in pts], label=label, **styles.get(impl, {}))
             bottom.plot(xs, [tm for _, (_, tm) in pts], label=label, **styles.get(impl, {}))
+        copy = copy_limit(results[coll])
+        if copy:
+            top.axhline(copy[0], color="0.35", ls="--", lw=1.2, label=f"device-to-device copy {copy[0]:.0f} GB/s")
         top.set_title(f"{coll}: bus bandwidth (out of place)")
         top.set_ylabel("busbw (GB/s)")
         bottom.set_title(f"{coll}: latency (out of place)")

@@ -6,15 +6,21 @@ Implementations (one perf tool each per collective, all nccl-tests-format):
   gloo_ring  build/perf/[peers/]gloo_all_reduce_perf --algo ring               under strata-run
   gloo_hd    build/perf/[peers/]gloo_all_reduce_perf --algo halving_doubling   under strata-run
   gloo       build/perf/[peers/]gloo_<coll>_perf (other collectives, when built) under strata-run
+  nccl       build/perf/[peers/]nccl_<coll>_perf [--nccl-lib PATH]           under strata-run
+             (NVIDIA NCCL, device memory only: with --memory device, where strata's tools get
+             --memory device too and the MPI and Gloo peers, host memory only, are skipped)
 """
 
 import os
 import subprocess
 import time
 
-IMPLS = ["strata", "mpi", "gloo_ring", "gloo_hd", "gloo"]
+IMPLS = ["strata", "mpi", "gloo_ring", "gloo_hd", "gloo"]  # host memory (the default)
+DEVICE_IMPLS = ["strata", "nccl"]                           # --memory device
+ALL_IMPLS = IMPLS + ["nccl"]
+HOST_ONLY = {"mpi", "gloo_ring", "gloo_hd", "gloo"}
 LABELS = {"strata": "strata", "mpi": "OpenMPI", "gloo_ring": "Gloo ring",
-          "gloo_hd": "Gloo halving-doubling", "gloo": "Gloo"}
+          "gloo_hd": "Gloo halving-doubling", "gloo": "Gloo", "nccl": "NCCL"}
 ALL_COLLS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "alltoall",
              "gather", "scatter", "sendrecv"]
 
@@ -44,6 +50,9 @@ def jobs_for(coll, impls, opts):
     run = os.path.join(build, "tools", "strata-run")
     tool_args = ["-b", str(opts.b), "-e", str(opts.e), "-f", str(opts.f),
                  "-n", str(opts.iters), "-w", str(opts.warmup)]
+    device = getattr(opts, "memory", "host") == "device"
+    if device:
+        tool_args += ["--memory", "device"]
     strata_env = {} if opts.transport == "auto" else {"STRATA_TRANSPORT": opts.transport}
     strata_launch = [run, "-n", str(opts.ranks), "--timeout", str(opts.timeout), "--"]
     mpi_launch = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", str(opts.ranks)]
@@ -53,8 +62,14 @@ def jobs_for(coll, impls, opts):
         mpi_launch += ["--mca", "pml", "ob1", "--mca", "btl", "self,vader"]
     mpi_launch += opts.mpi_args.split() if opts.mpi_args else []
 
-    candidates = []
+    candidates, skipped = [], {}
     for impl in impls:
+        if device and impl in HOST_ONLY:
+            skipped[impl] = "host memory only (run it without --memory device)"
+            continue
+        if impl == "nccl" and not device:
+            skipped[impl] = "device memory only (perf/compare --memory device)"
+            continue
         if impl == "strata":
             binary = os.path.join(build, "perf", f"{coll}_perf")
             candidates.append((impl, binary, strata_launch + [binary] + tool_args, strata_env, run))
@@ -72,8 +87,12 @@ def jobs_for(coll, impls, opts):
                 continue  # covered by gloo_ring and gloo_hd
             binary = _peer(build, f"gloo_{coll}_perf")
             candidates.append((impl, binary, strata_launch + [binary] + tool_args, {}, run))
+        elif impl == "nccl":
+            binary = _peer(build, f"nccl_{coll}_perf")
+            lib = ["--nccl-lib", opts.nccl_lib] if getattr(opts, "nccl_lib", None) else []
+            candidates.append((impl, binary, strata_launch + [binary] + lib + tool_args, {}, run))
 
-    jobs, skipped = [], {}
+    jobs = []
     for impl, binary, argv, env, launcher in candidates:
         if not os.access(binary, os.X_OK):
             skipped[impl] = f"{binary} not built"

@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
                       "Launch: strata-run -n N -- " PERF_TOOL_NAME " [flags] (ranks from STRATA_RANK and\n"
                       "STRATA_WORLD_SIZE; tcp on loopback). Reductions: int8..uint64, half, float, double with sum,\n"
                       "prod, max, min (-d all / -o all skip the rest). Count-0 sizes are not sent.",
-                      addGlooOptions};
+                      addGlooOptions,
+                      {"host"},
+                      {}};
   return toolMain(argc, argv, tool, launchGlooRank);
 }

@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
                       "Launch: mpirun --allow-run-as-root --oversubscribe -n N " PERF_TOOL_NAME " [flags].\n"
                       "Reductions: int8..uint64, float, double with sum, prod, max, min (MPI has no fp16/bf16/fp8\n"
                       "reductions, avg or mulsum; -d all / -o all skip them).",
+                      {},
+                      {"host"},
                       {}};
   return toolMain(argc, argv, tool, launchMpiRank);
 }

@@ -1,4 +1,5 @@
-// strata_backend.cc: one strata call per collective; send/recv is a grouped ring shift.
+// strata_backend.cc: one strata call per collective (the *Stream forms: the rank's stream with
+// device memory, NULL with host memory); send/recv is a grouped ring shift.
 #include "perf/strata/strata_backend.h"
 
 #include <fmt/format.h>
@@ -46,19 +47,21 @@ void StrataBackend::finish(const CollCall&) {
 void StrataBackend::run(const CollCall& c) {
   const size_t n = c.layout.count;
   const DType t = c.dtype;
+  const strataStream_t s = c.stream;  // NULL for host memory: the call completes before it returns
   switch (c.coll) {
-    case Coll::AllReduce: return check(strataAllReduce(c.send, c.recv, n, t, op_, comm_), "AllReduce");
-    case Coll::ReduceScatter: return check(strataReduceScatter(c.send, c.recv, n, t, op_, comm_), "ReduceScatter");
-    case Coll::AllGather: return check(strataAllGather(c.send, c.recv, n, t, comm_), "AllGather");
-    case Coll::Broadcast: return check(strataBroadcast(c.send, c.recv, n, t, c.root, comm_), "Broadcast");
-    case Coll::Reduce: return check(strataReduce(c.send, c.recv, n, t, op_, c.root, comm_), "Reduce");
-    case Coll::AllToAll: return check(strataAllToAll(c.send, c.recv, n, t, comm_), "AllToAll");
-    case Coll::Gather: return check(strataGather(c.send, c.recv, n, t, c.root, comm_), "Gather");
-    case Coll::Scatter: return check(strataScatter(c.send, c.recv, n, t, c.root, comm_), "Scatter");
+    case Coll::AllReduce: return check(strataAllReduceStream(c.send, c.recv, n, t, op_, comm_, s), "AllReduce");
+    case Coll::ReduceScatter:
+      return check(strataReduceScatterStream(c.send, c.recv, n, t, op_, comm_, s), "ReduceScatter");
+    case Coll::AllGather: return check(strataAllGatherStream(c.send, c.recv, n, t, comm_, s), "AllGather");
+    case Coll::Broadcast: return check(strataBroadcastStream(c.send, c.recv, n, t, c.root, comm_, s), "Broadcast");
+    case Coll::Reduce: return check(strataReduceStream(c.send, c.recv, n, t, op_, c.root, comm_, s), "Reduce");
+    case Coll::AllToAll: return check(strataAllToAllStream(c.send, c.recv, n, t, comm_, s), "AllToAll");
+    case Coll::Gather: return check(strataGatherStream(c.send, c.recv, n, t, c.root, comm_, s), "Gather");
+    case Coll::Scatter: return check(strataScatterStream(c.send, c.recv, n, t, c.root, comm_, s), "Scatter");
     case Coll::SendRecv: {
       check(strataGroupStart(), "GroupStart");
-      const strataResult_t sent = strataSend(c.send, n, t, (rank_ + 1) % nranks_, comm_);
-      const strataResult_t received = strataRecv(c.recv, n, t, (rank_ + nranks_ - 1) % nranks_, comm_);
+      const strataResult_t sent = strataSendStream(c.send, n, t, (rank_ + 1) % nranks_, comm_, s);
+      const strataResult_t received = strataRecvStream(c.recv, n, t, (rank_ + nranks_ - 1) % nranks_, comm_, s);
       const strataResult_t ended = strataGroupEnd();
       check(sent, "Send");
       check(received, "Recv");

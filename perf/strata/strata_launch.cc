@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "perf/common/device.h"
 #include "perf/strata/strata_backend.h"
 #include "strata/strata.h"
 
@@ -42,6 +43,16 @@ int threadsPerProcess(const Options& o) {
   return n > 0 ? n : o.nThreads;
 }
 
+// --memory device: makes the rank's GPU current before its communicator is created, as NCCL
+// expects (the sweep selects the same one again, by the same rule, once the rank is known).
+void preselectDevice(const Options& o, int localRank) {
+  if (o.memory != "device" || localRank < 0) return;
+  try {
+    selectDevice(localRank);
+  } catch (const std::exception&) {  // reported, on every rank, when the sweep opens the device
+  }
+}
+
 // Runs body on comm, then frees it (aborts it on failure so that waiting peers fail fast).
 int runOn(strataComm_t comm, int nprocs, int thread, const RankBody& body) {
   StrataBackend backend(comm);
@@ -58,6 +69,7 @@ int launchStrataRanks(const Options& o, const RankBody& body) {
   int nprocs = 1, proc = 0;
   strataUniqueId id{};
   if (launchedAsProcesses()) {
+    if (nthreads == 1) preselectDevice(o, launcherLocalRank());
     strataComm_t env = nullptr;
     check(strataCommInitFromEnv(&env, nullptr), "strataCommInitFromEnv");
     strataCommCount(env, &nprocs);
@@ -72,6 +84,7 @@ int launchStrataRanks(const Options& o, const RankBody& body) {
   const int world = nprocs * nthreads;
   std::vector<int> codes(static_cast<size_t>(nthreads), kExitOk);
   auto rankThread = [&](int t) {
+    preselectDevice(o, perfLocalRank(proc * nthreads + t, t, nthreads));
     strataComm_t comm = nullptr;
     const strataResult_t rc = strataCommInitRank(&comm, world, id, proc * nthreads + t);
     if (rc != strataSuccess) {

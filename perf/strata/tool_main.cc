@@ -3,6 +3,7 @@
 //
 //   build/tools/strata-run -n 4 -- build/perf/all_reduce_perf -b 8 -e 64M -f 2
 //   build/perf/all_reduce_perf -t 4 -b 8 -e 64M -f 2          # 4 rank threads in one process
+//   build/tools/strata-run -n 4 -- build/perf/all_reduce_perf --memory device -b 8 -e 1G -f 2
 #include "perf/common/tool.h"
 #include "perf/strata/strata_launch.h"
 
@@ -11,7 +12,12 @@ int main(int argc, char** argv) {
   const ToolInfo tool{Coll::PERF_COLL, PERF_TOOL_NAME, "strata",
                       "Launch: strata-run -n N -- " PERF_TOOL_NAME " [flags] (or mpirun, torchrun, srun);\n"
                       "-t T runs T rank threads per process (world = processes x T); alone it runs T ranks in\n"
-                      "this process. strata-run --no-prefix prints rank 0's table without the \"[0] \" prefix.",
+                      "this process. strata-run --no-prefix prints rank 0's table without the \"[0] \" prefix.\n"
+                      "--memory device: each rank's buffers on GPU (local rank % GPUs; ranks may share one), inputs\n"
+                      "copied in and results out around the timed loop, which enqueues on one stream per rank;\n"
+                      "the footer adds rank 0's device-to-device copy bandwidth at the largest size.",
+                      {},
+                      {"host", "device"},
                       {}};
   return toolMain(argc, argv, tool, launchStrataRanks);
 }

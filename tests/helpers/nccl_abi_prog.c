@@ -197,7 +197,7 @@ typedef struct {
   int rank, nranks;
   long checks, failures;
   char firstFailure[512];
-  char* sbuf; /* from ncclMemAlloc */
+  char* sbuf; /* page-aligned host memory */
   char* rbuf;
   double* expect;
   size_t capElems;
@@ -689,8 +689,12 @@ static void runApiChecks(Driver* D) {
     if (expectRes(R, ncclCommRegister(R->comm, R->rbuf, 4096, &h), ncclSuccess, "ncclCommRegister") &&
         expectRes(R, ncclCommDeregister(R->comm, h), ncclSuccess, "ncclCommDeregister"))
       pass(R);
-    if (((uintptr_t)R->sbuf & 4095) != 0) failf(R, "ncclMemAlloc: %p is not page-aligned", (void*)R->sbuf);
+    /* ncclMemAlloc: device memory where a GPU is (not touched here), else page-aligned host memory. */
+    void* m = NULL;
+    if (ncclMemAlloc(&m, 12345) != ncclSuccess || m == NULL) failf(R, "ncclMemAlloc of 12345 bytes failed");
+    else if (((uintptr_t)m & 255) != 0) failf(R, "ncclMemAlloc: %p is not 256-byte aligned", m);
     else pass(R);
+    if (m && ncclMemFree(m) != ncclSuccess) failf(R, "ncclMemFree failed");
   }
 
   /* Bad arguments: each fails at once (no communication), with a last-error text. */
@@ -872,8 +876,8 @@ static int setupRank(Rank* R, ncclComm_t comm, int rank, int nranks) {
   R->capElems = 65537 + (size_t)nranks * 64 + (size_t)nranks * 6 * 997;
   size_t bytes = R->capElems * 8 + GUARD;
   void *s = NULL, *r = NULL;
-  if (ncclMemAlloc(&s, bytes) != ncclSuccess || ncclMemAlloc(&r, bytes) != ncclSuccess || !s || !r) {
-    fprintf(stderr, "rank %d: FAIL ncclMemAlloc of %zu bytes\n", rank, bytes);
+  if (posix_memalign(&s, 4096, bytes) != 0 || posix_memalign(&r, 4096, bytes) != 0) {
+    fprintf(stderr, "rank %d: FAIL cannot allocate %zu bytes\n", rank, bytes);
     return 0;
   }
   R->sbuf = (char*)s;
@@ -897,8 +901,8 @@ static int finish(Driver* D, int destroyComms) {
       expectRes(R, ncclCommFinalize(R->comm), ncclSuccess, "ncclCommFinalize");
       expectRes(R, ncclCommDestroy(R->comm), ncclSuccess, "ncclCommDestroy");
     }
-    ncclMemFree(R->sbuf);
-    ncclMemFree(R->rbuf);
+    free(R->sbuf);
+    free(R->rbuf);
     free(R->expect);
     if (R->failures) {
       printf("rank %d: FAILED %ld checks (%ld passed); first: %s\n", R->rank, R->failures, R->checks, R->firstFailure);

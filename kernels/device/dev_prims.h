@@ -1,0 +1,202 @@
+// dev_prims.h: the one communication primitive every device algorithm is built from. A step
+// waits for data from its receive peers and for free slots at its send peers, then writes
+// reduce(local source, received slots) to the local destination and to the send peers' slots,
+// then posts (Simple: data-ready counter after a fence; LL: the flags travel with the data) and
+// returns credits. `Exec` is a CUDA block (device) or one host thread (the emulation in tests);
+// every thread of the block calls step() with the same arguments and keeps identical counters.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/device/dev_reduce.h"
+#include "kernels/device/dev_sync.h"
+#include "kernels/device/dev_work.h"
+
+namespace strata::dev {
+
+constexpr int kMaxStepPeers = 2;
+
+/// Peers of one step on one side (receive or send): up to two (a tree node's children).
+struct Peers {
+  int n = 0;
+  int p[kMaxStepPeers] = {-1, -1};
+  STRATA_HD static Peers none() { return Peers{}; }
+  STRATA_HD static Peers one(int a) {
+    Peers s;
+    if (a >= 0) s.p[s.n++] = a;
+    return s;
+  }
+  STRATA_HD static Peers two(int a, int b) {
+    Peers s = one(a);
+    if (b >= 0) s.p[s.n++] = b;
+    return s;
+  }
+};
+
+template <class Exec>
+class Prims {
+ public:
+  /// `conns`: this rank's PeerConn row of one channel. The step counters live in the arena and are
+  /// advanced there by thread 0 between barriers, so the next launch continues from them.
+  STRATA_HD Prims(const Exec& ex, const DevWork& w, const PeerConn* conns) : ex_(ex), w_(w), conns_(conns) {}
+
+  /// Elements one step may carry (a multiple of 16 bytes' worth).
+  STRATA_HD uint64_t chunkElems(uint32_t esize) const {
+    const uint64_t bytes = w_.proto == Proto::LL ? w_.llSlotBytes / 2 : w_.slotBytes;
+    const uint64_t e = (bytes / esize) / unitElems(esize) * unitElems(esize);
+    return e ? e : unitElems(esize);
+  }
+  STRATA_HD static uint64_t unitElems(uint32_t esize) { return esize >= 16 ? 1 : 16 / esize; }
+
+  /// One step over `n` elements of size `esize`. Returns false when the abort flag stopped it.
+  STRATA_HD bool step(Peers recv, Peers send, const char* src, char* dst, uint64_t n, uint32_t esize,
+                      const RedCtx& ctx) {
+    return w_.proto == Proto::LL ? stepLL(recv, send, src, dst, n, esize, ctx)
+                                 : stepSimple(recv, send, src, dst, n, esize, ctx);
+  }
+
+ private:
+  /// Spins until *p >= target; false if the abort flag is raised meanwhile.
+  STRATA_HD bool waitAtLeast(const uint64_t* p, uint64_t target) const {
+    uint32_t spins = 0;
+    while (loadAcquire(p) < target) {
+      if ((++spins & 1023u) == 0 && loadVolatile32(w_.abortFlag)) return false;
+      ex_.pause(spins);
+    }
+    return true;
+  }
+
+  /// Thread 0 waits for room at every send peer (and, for Simple, data from every receive peer).
+  STRATA_HD bool waitPeers(Peers recv, Peers send, bool waitData) {
+    bool ok = true;
+    if (ex_.tid() == 0) {
+      for (int i = 0; i < send.n && ok; ++i) {
+        const PeerConn& c = conns_[send.p[i]];
+        const uint64_t s = *c.sendStep;
+        ok = waitAtLeast(c.sendTail, s + 1 > uint64_t(kSteps) ? s + 1 - kSteps : 0);
+      }
+      for (int i = 0; i < recv.n && ok && waitData; ++i) {
+        const PeerConn& c = conns_[recv.p[i]];
+        ok = waitAtLeast(c.recvHead, *c.recvStep + 1);
+      }
+    }
+    return !ex_.syncOr(!ok);
+  }
+
+  /// Thread 0 advances the persistent counters (after the block's barrier) and posts them.
+  STRATA_HD void post(Peers recv, Peers send, bool postHeads) {
+    fenceSystem();
+    ex_.sync();
+    if (ex_.tid() == 0) {
+      for (int i = 0; i < send.n; ++i) {
+        const PeerConn& c = conns_[send.p[i]];
+        const uint64_t s = *c.sendStep + 1;
+        *c.sendStep = s;
+        if (postHeads) storeRelease(c.sendHeadRemote, s);
+      }
+      for (int i = 0; i < recv.n; ++i) {
+        const PeerConn& c = conns_[recv.p[i]];
+        const uint64_t s = *c.recvStep + 1;
+        *c.recvStep = s;
+        storeRelease(c.recvTailRemote, s);
+      }
+    }
+    ex_.sync();
+  }
+
+  STRATA_HD STRATA_DEVICE_NOINLINE bool stepSimple(Peers recv, Peers send, const char* src, char* dst, uint64_t n, uint32_t esize,
+                            const RedCtx& ctx) {
+    if (!waitPeers(recv, send, true)) return false;
+    StepIO io;
+    RedCtx c = ctx;
+    c.scaleSrc0 = ctx.scaleSrc0 && src != nullptr;
+    if (src) io.src[io.nsrc++] = src;
+    for (int i = 0; i < recv.n; ++i) {
+      const PeerConn& pc = conns_[recv.p[i]];
+      io.src[io.nsrc++] = pc.recvSimple + (*pc.recvStep % kSteps) * w_.slotBytes;
+    }
+    if (dst) io.dst[io.ndst++] = dst;
+    for (int i = 0; i < send.n; ++i) {
+      const PeerConn& pc = conns_[send.p[i]];
+      io.dst[io.ndst++] = pc.sendSimple + (*pc.sendStep % kSteps) * w_.slotBytes;
+    }
+    ex_.sync();  // every thread has read the counters before thread 0 advances them
+    if (io.nsrc > 0) reduceCopy(ex_.tid(), ex_.nthreads(), io, n, esize, c);
+    post(recv, send, true);
+    return true;
+  }
+
+  STRATA_HD STRATA_DEVICE_NOINLINE bool stepLL(Peers recv, Peers send, const char* src, char* dst, uint64_t n, uint32_t esize,
+                        const RedCtx& ctx) {
+    if (!waitPeers(recv, send, false)) return false;
+    const uint64_t bytes = n * esize, npk = (bytes + 7) / 8;
+    uint64_t* rl[kMaxStepPeers] = {};
+    uint64_t* sl[kMaxStepPeers] = {};
+    uint32_t rf[kMaxStepPeers] = {}, sf[kMaxStepPeers] = {};
+    const uint64_t lines = w_.llSlotBytes / 16;
+    for (int i = 0; i < recv.n; ++i) {
+      const PeerConn& pc = conns_[recv.p[i]];
+      rl[i] = pc.recvLL + (*pc.recvStep % kSteps) * lines * 2;
+      rf[i] = llFlag(*pc.recvStep);
+    }
+    for (int i = 0; i < send.n; ++i) {
+      const PeerConn& pc = conns_[send.p[i]];
+      sl[i] = pc.sendLL + (*pc.sendStep % kSteps) * lines * 2;
+      sf[i] = llFlag(*pc.sendStep);
+    }
+    ex_.sync();
+    bool ok = true;
+    const bool finalOnly = ctx.divide;
+    for (uint64_t k = uint64_t(ex_.tid()); k < npk && ok; k += uint64_t(ex_.nthreads())) {
+      const uint64_t valid = bytes - 8 * k < 8 ? bytes - 8 * k : 8;
+      uint64_t acc = 0;
+      bool have = false;
+      if (src) {
+        acc = load8(src + 8 * k, valid);
+        if (ctx.scaleSrc0) acc = packFirst(acc, ctx);
+        have = true;
+      }
+      for (int i = 0; i < recv.n && ok; ++i) {
+        uint64_t v;
+        uint32_t spins = 0;
+        while (!loadLL(rl[i] + 2 * k, rf[i], &v)) {
+          if ((++spins & 1023u) == 0 && loadVolatile32(w_.abortFlag)) {
+            ok = false;
+            break;
+          }
+          ex_.pause(spins);
+        }
+        if (!ok) break;
+        acc = have ? packAdd(acc, v, ctx) : v;
+        have = true;
+      }
+      if (!ok) break;
+      if (finalOnly) acc = packLast(acc, ctx);
+      if (dst) store8(dst + 8 * k, acc, valid);
+      for (int i = 0; i < send.n; ++i) storeLL(sl[i] + 2 * k, acc, sf[i]);
+    }
+    if (ex_.syncOr(!ok)) return false;
+    post(recv, send, false);
+    return true;
+  }
+
+  STRATA_HD static uint64_t load8(const char* p, uint64_t valid) {
+    uint64_t v = 0;
+    if (valid == 8 && (reinterpret_cast<uintptr_t>(p) & 7u) == 0) return *reinterpret_cast<const uint64_t*>(p);
+    memcpy(&v, p, valid);
+    return v;
+  }
+  STRATA_HD static void store8(char* p, uint64_t v, uint64_t valid) {
+    if (valid == 8 && (reinterpret_cast<uintptr_t>(p) & 7u) == 0) {
+      *reinterpret_cast<uint64_t*>(p) = v;
+      return;
+    }
+    memcpy(p, &v, valid);
+  }
+
+  const Exec& ex_;
+  const DevWork& w_;
+  const PeerConn* conns_;
+};
+
+}  // namespace strata::dev
