@@ -156,11 +156,11 @@ const std::vector<Entry>& entries() {
          return OkStatus();
        },
        [](const Config& c) { return fmt::format("{}", c.cudaChannels); }},
-      {"STRATA_CUDA_THREADS", "count", "threads per CUDA block of the collective kernels (64..1024, a multiple of 32)",
+      {"STRATA_CUDA_THREADS", "count", "threads per CUDA block of the collective kernels (64..512, a multiple of 32)",
        [](Config& c, const std::string& v) {
          size_t n = 0;
          STRATA_RETURN_IF_ERROR(parseSize("STRATA_CUDA_THREADS", v, 64, &n));
-         if (n > 1024 || n % 32) return invalidArgument("STRATA_CUDA_THREADS='{}' is not a multiple of 32 in 64..1024", v);
+         if (n > 512 || n % 32) return invalidArgument("STRATA_CUDA_THREADS='{}' is not a multiple of 32 in 64..512", v);
          c.cudaThreads = static_cast<int>(n);
          return OkStatus();
        },

@@ -30,7 +30,7 @@ struct Config {
   bool checkArgs = false;           ///< STRATA_CHECK_ARGS: verify all ranks call the same collective
   // CUDA path (device buffers).
   int cudaChannels = 8;             ///< STRATA_CUDA_CHANNELS: blocks (rings/trees) per collective, 1..32
-  int cudaThreads = 512;            ///< STRATA_CUDA_THREADS: threads per block (64..1024, multiple of 32)
+  int cudaThreads = 512;            ///< STRATA_CUDA_THREADS: threads per block (64..512, multiple of 32)
   size_t cudaSlotBytes = 128 << 10; ///< STRATA_CUDA_SLOT_BYTES: bulk-protocol FIFO slot per channel and peer
   size_t cudaLLSlotBytes = 32 << 10;  ///< STRATA_CUDA_LL_SLOT_BYTES: LL FIFO slot (half of it is data)
   size_t cudaLLMaxBytes = 64 << 10; ///< STRATA_CUDA_LL_MAX_BYTES: messages up to this use the LL protocol

@@ -49,6 +49,21 @@ STRATA_HD_INLINE void store16(char* p, const void* from) {
 #endif
 }
 
+/// One element (or any small object) from memory another GPU may have written since this SM last
+/// read it: through L2 on the device, so a reused FIFO slot never shows stale L1 lines.
+template <class S>
+STRATA_HD_INLINE S loadFresh(const char* p) {
+  S v;
+#if defined(__CUDA_ARCH__)
+  unsigned char b[sizeof(S)];
+  for (unsigned i = 0; i < sizeof(S); ++i) b[i] = __ldcg(reinterpret_cast<const unsigned char*>(p) + i);
+  memcpy(&v, b, sizeof(S));
+#else
+  memcpy(&v, p, sizeof(S));
+#endif
+  return v;
+}
+
 STRATA_HD_INLINE bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 /// Plain byte copy from one source to every destination.
@@ -66,7 +81,7 @@ STRATA_HD inline void copyBytes(int tid, int nt, const StepIO& io, uint64_t byte
     done = n16 * 16;
   }
   for (uint64_t i = done + uint64_t(tid); i < bytes; i += uint64_t(nt))
-    for (int d = 0; d < io.ndst; ++d) io.dst[d][i] = io.src[0][i];
+    for (int d = 0; d < io.ndst; ++d) io.dst[d][i] = loadFresh<char>(io.src[0] + i);
 }
 
 namespace detail {
@@ -117,13 +132,8 @@ STRATA_HD void reduceCopyT(int tid, int nt, const StepIO& io, uint64_t n, const 
     done = npk * kPer;
   }
   for (uint64_t i = done + uint64_t(tid); i < n; i += uint64_t(nt)) {
-    S a, b;
-    memcpy(&a, io.src[0] + i * sizeof(S), sizeof(S));
-    a = cb.first(a);
-    for (int s = 1; s < io.nsrc; ++s) {
-      memcpy(&b, io.src[s] + i * sizeof(S), sizeof(S));
-      a = cb.add(a, b);
-    }
+    S a = cb.first(loadFresh<S>(io.src[0] + i * sizeof(S)));
+    for (int s = 1; s < io.nsrc; ++s) a = cb.add(a, loadFresh<S>(io.src[s] + i * sizeof(S)));
     a = cb.last(a);
     for (int d = 0; d < io.ndst; ++d) memcpy(io.dst[d] + i * sizeof(S), &a, sizeof(S));
   }

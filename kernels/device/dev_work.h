@@ -10,6 +10,7 @@
 namespace strata::dev {
 
 constexpr int kMaxChannels = 32;
+constexpr int kMaxThreads = 512;  ///< per block: 128 registers per thread, no spills (1024 forced spills)
 constexpr int kSteps = 8;          ///< FIFO slots per connection: a sender runs at most this far ahead
 constexpr int kMaxP2POps = 96;     ///< send/recv/copy entries in one launch (kernel parameters <= 4 KiB)
 constexpr uint32_t kErrAborted = 1;  ///< errorFlag value: a wait saw the abort flag

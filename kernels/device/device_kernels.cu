@@ -46,10 +46,16 @@ struct BlockExec {
   }
 };
 
-__global__ void __launch_bounds__(1024) collectiveKernel(const DevWork w) {
+// __grid_constant__: the algorithms take the descriptor by reference; without it every thread
+// would copy the 3 KiB parameter block into local memory first.
+__global__ void __launch_bounds__(kMaxThreads) collectiveKernel(const __grid_constant__ DevWork w) {
   const BlockExec ex;
   const bool ok = runBlock(ex, w, int(blockIdx.x));
-  if (!ok && threadIdx.x == 0 && w.errorFlag) atomicExch(w.errorFlag, kErrAborted);
+  if (!ok && threadIdx.x == 0 && w.errorFlag) {
+    // Pinned host memory: a plain store (atomics on host memory need platform support).
+    *reinterpret_cast<volatile uint32_t*>(w.errorFlag) = kErrAborted;
+    __threadfence_system();
+  }
 }
 
 int launchWork(const DevWork& w, int blocks, int threads, void* stream) {
