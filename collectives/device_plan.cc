@@ -62,41 +62,41 @@ Status planDeviceP2P(const DevPlanParams& p, const std::vector<DevP2P>& ops, std
   // stay in order, and the k-th send to a peer meets that peer's k-th receive in its round k.
   std::vector<std::vector<dev::P2POp>> rounds;
   std::vector<int> seen(static_cast<size_t>(2 * p.nranks), 0);
-  uint64_t maxBytes = 0;
-  auto add = [&](size_t round, const dev::P2POp& op) {
+  auto add = [&](size_t round, dev::P2POp op) {
     if (rounds.size() <= round) rounds.resize(round + 1);
+    op.proto = chooseProto(p, op.bytes);  // both ends of the connection see the same size
     rounds[round].push_back(op);
-    maxBytes = std::max<uint64_t>(maxBytes, op.bytes);
   };
   for (size_t i = 0; i < selfSends.size(); ++i) {
     if (selfSends[i]->bytes != selfRecvs[i]->bytes)
       return invalidUsage("device send/recv to self: send of {} bytes meets a receive of {} bytes", selfSends[i]->bytes,
                           selfRecvs[i]->bytes);
     add(0, dev::P2POp{static_cast<const char*>(selfSends[i]->buf), static_cast<char*>(selfRecvs[i]->buf),
-                      selfSends[i]->bytes, p.rank, dev::OpKind::Copy});
+                      selfSends[i]->bytes, p.rank, dev::OpKind::Copy, dev::Proto::Simple});
   }
   for (const DevP2P& o : ops) {
     if (o.peer == p.rank || o.bytes == 0) continue;
     const size_t key = static_cast<size_t>(2 * o.peer + (o.isSend ? 0 : 1));
     const size_t round = static_cast<size_t>(seen[key]++);
-    add(round, o.isSend ? dev::P2POp{static_cast<const char*>(o.buf), nullptr, o.bytes, o.peer, dev::OpKind::Send}
-                        : dev::P2POp{nullptr, static_cast<char*>(o.buf), o.bytes, o.peer, dev::OpKind::Recv});
+    add(round, o.isSend ? dev::P2POp{static_cast<const char*>(o.buf), nullptr, o.bytes, o.peer, dev::OpKind::Send, {}}
+                        : dev::P2POp{nullptr, static_cast<char*>(o.buf), o.bytes, o.peer, dev::OpKind::Recv, {}});
   }
-  const dev::Proto proto = chooseProto(p, maxBytes);
-  for (const auto& round : rounds)
-    for (size_t first = 0; first < round.size(); first += dev::kMaxP2POps) {
-      DevLaunch l;
-      l.work = baseWork(p);
-      l.work.coll = dev::Coll::P2P;
-      l.work.proto = proto;
-      l.work.dtype = strataUint8;
-      l.work.nch = 1;
-      const size_t n = std::min<size_t>(dev::kMaxP2POps, round.size() - first);
-      for (size_t i = 0; i < n; ++i) l.work.ops[i] = round[first + i];
-      l.work.nops = static_cast<int>(n);
-      l.blocks = static_cast<int>(n);
-      out->push_back(l);
-    }
+  // One launch per round: its entries run concurrently, one block each. Splitting a round over
+  // several launches could deadlock (each launch waits for entries of a peer's later launch).
+  for (const auto& round : rounds) {
+    if (round.size() > static_cast<size_t>(dev::kMaxP2POps))
+      return invalidUsage("device send/recv: {} concurrent entries in one group (at most {}: one per peer and "
+                          "direction, plus copies to self)", round.size(), dev::kMaxP2POps);
+    DevLaunch l;
+    l.work = baseWork(p);
+    l.work.coll = dev::Coll::P2P;
+    l.work.dtype = strataUint8;
+    l.work.nch = 1;
+    for (size_t i = 0; i < round.size(); ++i) l.work.ops[i] = round[i];
+    l.work.nops = static_cast<int>(round.size());
+    l.blocks = static_cast<int>(round.size());
+    out->push_back(l);
+  }
   return OkStatus();
 }
 

@@ -341,6 +341,27 @@ TEST_P(DeviceEmulation, GroupedSendRecvKeepsOrderPerPeer) {
   }
 }
 
+TEST_P(DeviceEmulation, SendRecvSizesDifferPerConnection) {
+  // Odd ranks send large messages (Simple), even ranks small ones (LL): each rank's launch holds
+  // one of each, and both ends of every connection must still pick the same protocol.
+  const int n = GetParam();
+  if (n < 2) return;
+  Cluster c(n, 1, 1024, 256);
+  auto size = [](int r) { return r % 2 ? size_t(5000) : size_t(50); };
+  std::vector<Buf> out(n), in(n);
+  std::vector<std::vector<DevLaunch>> launches(n);
+  for (int r = 0; r < n; ++r) {
+    const int right = (r + 1) % n, left = (r + n - 1) % n;
+    out[r] = Buf(size(r));
+    for (size_t i = 0; i < out[r].size(); ++i) out[r][i] = static_cast<unsigned char>(r * 7 + i * 3);
+    in[r] = Buf(size(left));
+    std::vector<DevP2P> ops = {{true, out[r].data(), size(r), right}, {false, in[r].data(), size(left), left}};
+    ASSERT_TRUE(planDeviceP2P(c.params(r), ops, &launches[r]).ok());
+  }
+  ASSERT_TRUE(c.run(launches));
+  for (int r = 0; r < n; ++r) EXPECT_EQ(out[(r + n - 1) % n], in[r]) << "rank " << r;
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, DeviceEmulation, ::testing::Values(1, 2, 3, 4, 5, 8),
                          [](const auto& info) { return "n" + std::to_string(info.param); });
 

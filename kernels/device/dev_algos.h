@@ -39,7 +39,8 @@ class Algorithms {
  public:
   STRATA_HD Algorithms(const Exec& ex, const DevWork& w, int block)
       : w_(w), block_(block), esize_(dtypeBytes(w.dtype)),
-        prims_(ex, w, w.conns + (w.coll == Coll::P2P ? 0 : block) * w.nranks) {
+        prims_(ex, w, w.conns + (w.coll == Coll::P2P ? 0 : block) * w.nranks,
+               w.coll == Coll::P2P && block < w.nops ? w.ops[block].proto : w.proto) {
     ctx_.dtype = w.dtype;
     ctx_.op = w.op;
     ctx_.scalar = w.scalar;

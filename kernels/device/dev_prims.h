@@ -38,11 +38,12 @@ class Prims {
  public:
   /// `conns`: this rank's PeerConn row of one channel. The step counters live in the arena and are
   /// advanced there by thread 0 between barriers, so the next launch continues from them.
-  STRATA_HD Prims(const Exec& ex, const DevWork& w, const PeerConn* conns) : ex_(ex), w_(w), conns_(conns) {}
+  STRATA_HD Prims(const Exec& ex, const DevWork& w, const PeerConn* conns, Proto proto)
+      : ex_(ex), w_(w), conns_(conns), proto_(proto) {}
 
   /// Elements one step may carry (a multiple of 16 bytes' worth).
   STRATA_HD uint64_t chunkElems(uint32_t esize) const {
-    const uint64_t bytes = w_.proto == Proto::LL ? w_.llSlotBytes / 2 : w_.slotBytes;
+    const uint64_t bytes = proto_ == Proto::LL ? w_.llSlotBytes / 2 : w_.slotBytes;
     const uint64_t e = (bytes / esize) / unitElems(esize) * unitElems(esize);
     return e ? e : unitElems(esize);
   }
@@ -51,7 +52,7 @@ class Prims {
   /// One step over `n` elements of size `esize`. Returns false when the abort flag stopped it.
   STRATA_HD bool step(Peers recv, Peers send, const char* src, char* dst, uint64_t n, uint32_t esize,
                       const RedCtx& ctx) {
-    return w_.proto == Proto::LL ? stepLL(recv, send, src, dst, n, esize, ctx)
+    return proto_ == Proto::LL ? stepLL(recv, send, src, dst, n, esize, ctx)
                                  : stepSimple(recv, send, src, dst, n, esize, ctx);
   }
 
@@ -197,6 +198,7 @@ class Prims {
   const Exec& ex_;
   const DevWork& w_;
   const PeerConn* conns_;
+  Proto proto_;
 };
 
 }  // namespace strata::dev

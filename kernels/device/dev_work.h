@@ -12,7 +12,7 @@ namespace strata::dev {
 constexpr int kMaxChannels = 32;
 constexpr int kMaxThreads = 512;  ///< per block: 128 registers per thread, no spills (1024 forced spills)
 constexpr int kSteps = 8;          ///< FIFO slots per connection: a sender runs at most this far ahead
-constexpr int kMaxP2POps = 96;     ///< send/recv/copy entries in one launch (kernel parameters <= 4 KiB)
+constexpr int kMaxP2POps = 512;    ///< send/recv/copy entries in one launch (parameters < 32 KiB: CUDA >= 12.1, sm_70+)
 constexpr uint32_t kErrAborted = 1;  ///< errorFlag value: a wait saw the abort flag
 
 enum class Proto : uint8_t { LL, Simple };
@@ -39,12 +39,15 @@ struct PeerConn {
 
 enum class OpKind : uint8_t { Send, Recv, Copy };
 /// One entry of a send/recv launch: Send reads `src`, Recv writes `dst`, Copy copies src -> dst.
+/// The protocol is chosen per entry from its size, so that both ends of a connection agree
+/// whatever else their launches hold.
 struct P2POp {
   const char* src;
   char* dst;
   uint64_t bytes;
   int32_t peer;
   OpKind kind;
+  Proto proto;
 };
 
 struct DevWork {
@@ -55,7 +58,7 @@ struct DevWork {
   int32_t rank = 0, nranks = 1, nch = 1;
   Coll coll = Coll::AllReduce;
   Algo algo = Algo::Ring;
-  Proto proto = Proto::Simple;
+  Proto proto = Proto::Simple;  ///< collectives (send/recv entries carry their own)
   uint8_t dtype = 0;       ///< strataDataType_t
   uint8_t op = 0;          ///< kernels::RedKind
   bool scale = false;      ///< pre-multiplied sum: inputs times `scalar` first

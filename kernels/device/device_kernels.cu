@@ -9,7 +9,7 @@
 
 namespace strata::dev {
 
-static_assert(sizeof(DevWork) <= 4096, "DevWork must fit the 4 KiB kernel parameter space");
+static_assert(sizeof(DevWork) <= 32764, "DevWork must fit the kernel parameter space (32764 bytes since CUDA 12.1)");
 
 struct BlockExec {
   STRATA_HD int tid() const {

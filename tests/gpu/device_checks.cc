@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/host_reduce.h"
+#include "support/coll_checks.h"
 #include "support/typed_values.h"
 
 namespace strata::testing {
@@ -15,44 +16,6 @@ namespace {
 
 constexpr size_t kCanary = 64;
 constexpr unsigned char kFill = 0xA5;  // canaries and never-written output bytes
-
-// Inputs and expected results: the same formulas as support/coll_checks.cc (exact in every dtype for
-// n <= 8: sums stay <= 16, e5m2 sums <= 8, products <= 8, pre-multiplied sums <= 32).
-double reduceInput(int op, int r, size_t i, strataDataType_t t) {
-  switch (op) {
-    case strataProd: return ((i + static_cast<size_t>(r)) % 3 == 0) ? 2 : 1;
-    case strataMax:
-    case strataMin: return static_cast<double>((i * 7 + static_cast<size_t>(r) * 3) % 5);
-    default: return static_cast<double>((i + static_cast<size_t>(r)) % (t == strataFloat8e5m2 ? 2 : 3));
-  }
-}
-
-double reduceExpect(int op, int n, size_t i, strataDataType_t t) {
-  double acc = reduceInput(op, 0, i, t);
-  for (int r = 1; r < n; ++r) {
-    double v = reduceInput(op, r, i, t);
-    switch (op) {
-      case strataProd: acc *= v; break;
-      case strataMax: acc = std::max(acc, v); break;
-      case strataMin: acc = std::min(acc, v); break;
-      default: acc += v; break;
-    }
-  }
-  if (op == kPreMulSum) acc *= 2;
-  if (op == strataAvg) acc = kernels::dtypeIsFloat(t) ? acc / n : std::trunc(acc / n);
-  return acc;
-}
-
-double moveValue(strataDataType_t t, int r, size_t i) {
-  switch (t) {
-    case strataInt32: case strataUint32: case strataInt64: case strataUint64: case strataFloat32:
-    case strataFloat64:
-      return static_cast<double>((static_cast<size_t>(r) * 100003 + i) % (1u << 24));
-    case strataFloat16: case strataBfloat16: case strataInt8: case strataUint8:
-      return static_cast<double>((static_cast<size_t>(r) * 5 + i) % 97 % 64);
-    default: return static_cast<double>((static_cast<size_t>(r) * 3 + i) % 7);
-  }
-}
 
 double roundTrip(strataDataType_t t, double v) {
   unsigned char tmp[8];

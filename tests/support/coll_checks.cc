@@ -11,8 +11,8 @@
 
 namespace strata::testing {
 namespace {
-
 bool isIntType(strataDataType_t t) { return !kernels::dtypeIsFloat(t); }
+}  // namespace
 
 // Values that are exact in every dtype and make sums, products, max and min exact too.
 double reduceInput(int op, int r, size_t i, strataDataType_t t) {
@@ -54,6 +54,9 @@ double moveValue(strataDataType_t t, int r, size_t i) {
       return static_cast<double>((static_cast<size_t>(r) * 3 + i) % 7);
   }
 }
+
+namespace {
+
 
 struct Buf {
   std::vector<unsigned char> bytes;

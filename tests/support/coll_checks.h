@@ -24,6 +24,14 @@ struct CheckReport {
 /// Op selector for checks: a built-in op, or kPreMulSum (scalar 2, created and destroyed here).
 constexpr int kPreMulSum = -1;
 
+/// Rank r's input element i of a reduction with `op` (kPreMulSum allowed): exact in every dtype,
+/// with exact sums, products, max and min for n <= 8.
+double reduceInput(int op, int r, size_t i, strataDataType_t t);
+/// The exact reduction over n ranks of reduceInput (avg: truncated for integers).
+double reduceExpect(int op, int n, size_t i, strataDataType_t t);
+/// Distinct values for data-movement collectives, exact in the dtype.
+double moveValue(strataDataType_t t, int r, size_t i);
+
 /// Runs one collective on `comm` and checks this rank's result. Collective over the comm: every
 /// rank must call it with the same arguments.
 void checkCollective(strataComm_t comm, CollType coll, strataDataType_t dtype, int op, size_t count, int root,
