@@ -14,6 +14,7 @@
 #include "topology/host_identity.h"
 #include "transport/config.h"
 #include "transport/log.h"
+#include "transport/shared_buffers.h"
 
 namespace strata {
 namespace {
@@ -138,7 +139,10 @@ Status Comm::split(int color, int key, const strataConfig_t* cfg, std::unique_pt
   return OkStatus();
 }
 
-Comm::~Comm() { magic = 0; }
+Comm::~Comm() {
+  magic = 0;
+  if (scratchShared_) freeShared(scratchShared_);
+}
 
 void Comm::setLastError(const std::string& msg) {
   std::lock_guard<std::mutex> lock(errMu_);
@@ -230,6 +234,17 @@ const Schedule& Comm::schedule(Algo algo, const CollArgs& a) {
 }
 
 char* Comm::scratch(size_t bytes) {
+  if (scratchShared_ && scratchSize_ >= bytes) return scratchShared_;
+  if (scratch_.empty()) {
+    const size_t size = std::max(bytes, scratchSize_ * 2);
+    void* p = nullptr;
+    if (allocShared(&p, size).ok()) {
+      if (scratchShared_) freeShared(scratchShared_);
+      scratchShared_ = static_cast<char*>(p);
+      scratchSize_ = size;
+      return scratchShared_;
+    }
+  }
   if (scratch_.size() < bytes) scratch_.resize(std::max(bytes, scratch_.size() * 2));
   return scratch_.data();
 }

@@ -96,6 +96,10 @@ class Comm : public strataComm {
   std::unique_ptr<Bootstrap> bootstrap_;
   CommTransports transports_;
   std::vector<CustomOp> customOps_;
+  // Scratch: a shareable region (transport/shared_buffers.h), so that sends staged through it go
+  // single-copy to processes on this machine; a plain vector if that cannot be had.
+  char* scratchShared_ = nullptr;
+  size_t scratchSize_ = 0;
   std::vector<char> scratch_;
   struct CachedSchedule {
     Algo algo;

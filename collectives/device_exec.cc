@@ -2,6 +2,7 @@
 // per-communicator device connections (arena exchange over the bootstrap, CUDA IPC or direct
 // pointers), stream-ordered enqueueing of planned kernels, and the watchdog.
 #include "collectives/device_exec.h"
+#include "transport/shared_buffers.h"
 
 #include <cuda_runtime_api.h>
 #include <errno.h>
@@ -86,6 +87,15 @@ struct DeviceState {
   DevPlanParams params;
   std::vector<DevLaunch> launches;
   std::vector<DevP2P> p2p;
+  char* scratch = nullptr;  ///< staging for in-place all-to-all (grows, outside capture only)
+  size_t scratchBytes = 0;
+  struct PreCopy {
+    size_t beforeLaunch;
+    const void* src;
+    void* dst;
+    size_t bytes;
+  };
+  std::vector<PreCopy> preCopies;
 
   std::mutex mu;  ///< guards the fields below against the watchdog
   cudaEvent_t lastEvent = nullptr;
@@ -171,6 +181,7 @@ DeviceState::~DeviceState() {
   }
   for (char* p : opened) cudaIpcCloseMemHandle(p);
   if (conns) cudaFree(conns);
+  if (scratch) cudaFree(scratch);
   if (arena) cudaFree(arena);
   if (flags) cudaFreeHost(flags);
   if (lastEvent) cudaEventDestroy(lastEvent);
@@ -220,6 +231,9 @@ Status memAlloc(void** ptr, size_t size) {
     STRATA_CUDA_TRY(cudaMalloc(ptr, size));
     return OkStatus();
   }
+  // Host memory: a shareable region, so that same-machine peers read it single-copy; plain pages
+  // where no memfd can be had (out of file descriptors): those go through the staging slots.
+  if (allocShared(ptr, size).ok()) return OkStatus();
   const size_t align = 4096;
   if (size > SIZE_MAX - align) return invalidArgument("MemAlloc: size {} too large", size);
   if (posix_memalign(ptr, align, (size + align - 1) / align * align) != 0)
@@ -237,7 +251,7 @@ Status memFree(void* ptr) {
     }
     cudaGetLastError();
   }
-  free(ptr);
+  if (!freeShared(ptr)) free(ptr);
   return OkStatus();
 }
 
@@ -408,6 +422,31 @@ Status toDevCall(Comm& c, const CollCall& k, DevCall* out) {
 
 }  // namespace
 
+namespace {
+
+/// Makes the staging buffer at least `bytes`: waits for this communicator's enqueued work before
+/// freeing a smaller one. Not while capturing (allocation would not be part of the graph).
+Status growScratch(DeviceState& s, size_t bytes, bool capturing) {
+  if (s.scratchBytes >= bytes) return OkStatus();
+  if (capturing)
+    return invalidUsage("in-place device all-to-all of {} bytes inside a CUDA graph capture needs a staging buffer: "
+                        "run it once outside the capture first", bytes);
+  if (s.scratch) {
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (s.haveLast) STRATA_CUDA_TRY(cudaEventSynchronize(s.lastEvent));
+    }
+    STRATA_CUDA_TRY(cudaFree(s.scratch));
+    s.scratch = nullptr;
+    s.scratchBytes = 0;
+  }
+  STRATA_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&s.scratch), bytes));
+  s.scratchBytes = bytes;
+  return OkStatus();
+}
+
+}  // namespace
+
 Status enqueueDeviceOps(Comm& c, const std::vector<DeviceOp>& ops) {
   DeviceState* s = c.device().get();
   if (!s) return internalError("device operations enqueued before the device setup");
@@ -422,9 +461,18 @@ Status enqueueDeviceOps(Comm& c, const std::vector<DeviceOp>& ops) {
   if (capturing && !others.empty())
     return invalidUsage("a group captured into a CUDA graph must put all of a communicator's operations on one stream");
 
-  // Plan first (no side effects), then enqueue.
+  // Plan first, then enqueue.
+  DeviceGuard guard(s->device);
   s->launches.clear();
   s->p2p.clear();
+  s->preCopies.clear();
+  // In-place all-to-alls stage their input (sends would read overwritten data): one buffer, grown
+  // once for the group's largest, since they run one after the other on the stream.
+  size_t stage = 0;
+  for (const DeviceOp& op : ops)
+    if (op.isColl && op.coll.coll == CollType::AllToAll && op.coll.sendbuff == op.coll.recvbuff && c.nranks() > 1)
+      stage = std::max(stage, op.coll.count * kernels::dtypeSize(op.coll.dtype) * c.nranks());
+  if (stage) STRATA_RETURN_IF_ERROR(growScratch(*s, stage, capturing));
   for (const DeviceOp& op : ops) {
     if (op.device != s->device)
       return invalidArgument("{}: the buffers are on CUDA device {} but this communicator's device work runs on device {}",
@@ -432,6 +480,11 @@ Status enqueueDeviceOps(Comm& c, const std::vector<DeviceOp>& ops) {
     if (op.isColl) {
       DevCall call;
       STRATA_RETURN_IF_ERROR(toDevCall(c, op.coll, &call));
+      if (call.coll == CollType::AllToAll && call.send == call.recv && call.count > 0 && c.nranks() > 1) {
+        const size_t bytes = call.count * kernels::dtypeSize(call.dtype) * c.nranks();
+        s->preCopies.push_back({s->launches.size(), call.send, s->scratch, bytes});
+        call.send = s->scratch;
+      }
       STRATA_RETURN_IF_ERROR(planDeviceCollective(s->params, call, &s->launches));
     } else {
       s->p2p.push_back(DevP2P{op.p2p.isSend, op.p2p.buf, op.p2p.count * kernels::dtypeSize(op.p2p.dtype), op.p2p.peer});
@@ -439,7 +492,6 @@ Status enqueueDeviceOps(Comm& c, const std::vector<DeviceOp>& ops) {
   }
   if (!s->p2p.empty()) STRATA_RETURN_IF_ERROR(planDeviceP2P(s->params, s->p2p, &s->launches));
 
-  DeviceGuard guard(s->device);
   std::lock_guard<std::mutex> lock(s->mu);
   // Streams join the leader; the leader follows this communicator's previous operation.
   while (s->joinEvents.size() < others.size()) {
@@ -452,7 +504,13 @@ Status enqueueDeviceOps(Comm& c, const std::vector<DeviceOp>& ops) {
     STRATA_CUDA_TRY(cudaStreamWaitEvent(leader, s->joinEvents[i], 0));
   }
   if (!capturing && s->haveLast && s->lastStream != leader) STRATA_CUDA_TRY(cudaStreamWaitEvent(leader, s->lastEvent, 0));
-  for (DevLaunch& l : s->launches) {
+  size_t pre = 0;
+  for (size_t li = 0; li < s->launches.size(); ++li) {
+    for (; pre < s->preCopies.size() && s->preCopies[pre].beforeLaunch == li; ++pre) {
+      const DeviceState::PreCopy& k = s->preCopies[pre];
+      STRATA_CUDA_TRY(cudaMemcpyAsync(k.dst, k.src, k.bytes, cudaMemcpyDeviceToDevice, leader));
+    }
+    DevLaunch& l = s->launches[li];
     l.work.conns = s->conns;
     l.work.abortFlag = s->flags;
     l.work.errorFlag = s->flags + 1;

@@ -1,6 +1,7 @@
 // device_exec_stub.cc: the CUDA path when strata is built without CUDA: every buffer is host
 // memory, and nothing is ever enqueued.
 #include "collectives/device_exec.h"
+#include "transport/shared_buffers.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -23,6 +24,9 @@ Status enqueueDeviceOps(Comm&, const std::vector<DeviceOp>&) {
 }
 
 Status memAlloc(void** ptr, size_t size) {
+  // Host memory: a shareable region, so that same-machine peers read it single-copy; plain pages
+  // where no memfd can be had (out of file descriptors): those go through the staging slots.
+  if (allocShared(ptr, size).ok()) return OkStatus();
   const size_t align = 4096;
   if (size > SIZE_MAX - align) return invalidArgument("MemAlloc: size {} too large", size);
   if (posix_memalign(ptr, align, (size + align - 1) / align * align) != 0)
@@ -31,7 +35,7 @@ Status memAlloc(void** ptr, size_t size) {
 }
 
 Status memFree(void* ptr) {
-  free(ptr);
+  if (!freeShared(ptr)) free(ptr);
   return OkStatus();
 }
 

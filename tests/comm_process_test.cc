@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <string>
 
@@ -89,3 +90,41 @@ TEST(ProcessEnv, MpirunVariablesWork) {
 }
 
 }  // namespace
+
+// strataMemAlloc buffers between processes: chunks from STRATA_SHARED_MIN_BYTES go single-copy
+// (the receiver reads the sender's memfd region through its own mapping). Every collective, in
+// place and out of place, with each algorithm forced, exact results; also single copy at every
+// size (min 1 byte, small slots: many chunks per message), beside CMA, and single copy off (0).
+struct MemAllocCase {
+  int n;
+  const char* env;
+};
+
+class MemAllocRanks : public ::testing::TestWithParam<MemAllocCase> {};
+
+TEST_P(MemAllocRanks, EveryCollectiveIsExact) {
+  const MemAllocCase c = GetParam();
+  std::string cmd = std::string("env ") + c.env + " " STRATA_RUN_BIN " --timeout 240 -n " + std::to_string(c.n) +
+                    " -- " WORKER_BIN " --memalloc";
+  RunResult r = run(cmd);
+  EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
+  EXPECT_EQ(countPassedRanks(r.out), c.n) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SingleCopy, MemAllocRanks,
+    ::testing::Values(MemAllocCase{2, "STRATA_ALGO=auto"}, MemAllocCase{3, "STRATA_ALGO=auto"},
+                      MemAllocCase{2, "STRATA_ALGO=ring"}, MemAllocCase{3, "STRATA_ALGO=ring"},
+                      MemAllocCase{2, "STRATA_ALGO=rhd"}, MemAllocCase{3, "STRATA_ALGO=rhd"},
+                      MemAllocCase{3, "STRATA_ALGO=tree"}, MemAllocCase{3, "STRATA_ALGO=direct"},
+                      MemAllocCase{2, "STRATA_ALGO=oneshot"}, MemAllocCase{3, "STRATA_ALGO=pairwise"},
+                      MemAllocCase{3, "STRATA_ALGO=bruck"}, MemAllocCase{3, "STRATA_ALGO=linear"},
+                      MemAllocCase{3, "STRATA_SHARED_MIN_BYTES=1 STRATA_LOCAL_SLOT_BYTES=4096"},
+                      MemAllocCase{2, "STRATA_SHARED_MIN_BYTES=1 STRATA_LOCAL_CMA=1 STRATA_CMA_MIN_BYTES=0"},
+                      MemAllocCase{2, "STRATA_SHARED_MIN_BYTES=0 STRATA_ALGO=ring"}),
+    [](const auto& info) {
+      std::string env = info.param.env;
+      std::string tag;
+      for (char ch : env) tag += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+      return tag + "_n" + std::to_string(info.param.n);
+    });

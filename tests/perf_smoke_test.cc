@@ -57,6 +57,16 @@ INSTANTIATE_TEST_SUITE_P(Perf, StrataTool,
                          ::testing::Values("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
                                            "alltoall", "gather", "scatter", "sendrecv"));
 
+// --alloc: host buffers from strataMemAlloc (the default; single copy between the processes from
+// 16 KiB) or malloc, at sizes across that threshold; results checked by the tool.
+TEST(PerfSmoke, AllocStrataAndMalloc) {
+  for (const char* alloc : {"strata", "malloc"})
+    for (const char* tool : {"all_reduce", "all_gather", "alltoall"})
+      expectClean(kLaunch + "-n 2 -- " + kBin + "/" + tool + "_perf --alloc " + alloc + " -b 8K -e 2M -f 4 -n 2 -w 1", 5);
+  RunResult r = run(kLaunch + "-n 2 -- " + kBin + "/all_reduce_perf --alloc nccl -b 8 -e 8");
+  EXPECT_NE(r.code, 0) << r.out;
+}
+
 TEST(PerfSmoke, AllReduceEveryTypeAndOp) {  // 12 dtypes x 6 ops x 3 sizes
   expectClean(kLaunch + "-n 2 -- " + kBin + "/all_reduce_perf -b 8 -e 128 -f 4 -n 2 -w 1 -d all -o all", 216);
 }

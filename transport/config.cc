@@ -107,6 +107,11 @@ const std::vector<Entry>& entries() {
        "shared slots measured faster: see docs/PERFORMANCE.md)",
        [](Config& c, const std::string& v) { return parseSize("STRATA_CMA_MIN_BYTES", v, 0, &c.cmaMinBytes); },
        [](const Config& c) { return fmt::format("{}", c.cmaMinBytes); }},
+      {"STRATA_SHARED_MIN_BYTES", "bytes", "between processes of one machine, chunks of at least this size whose "
+       "send buffer comes from strataMemAlloc go single-copy: the receiver reads them through its own mapping "
+       "of the sender's buffer (0: never; smaller chunks go through the shared slots)",
+       [](Config& c, const std::string& v) { return parseSize("STRATA_SHARED_MIN_BYTES", v, 0, &c.sharedMinBytes); },
+       [](const Config& c) { return fmt::format("{}", c.sharedMinBytes); }},
       {"STRATA_TCP_SOCKETS", "count", "tcp sockets per peer pair (1..16)",
        [](Config& c, const std::string& v) {
          size_t n = 0;

@@ -1,5 +1,6 @@
 // local_connection.cc: FIFO progress for same-machine peers. Each chunk: the sender fills the
-// descriptor of slot i % slots (payload inline, in the staging slot, or an address), publishes its
+// descriptor of slot i % slots (payload inline, in the staging slot, an address, or the fd / offset /
+// inode of a strataMemAlloc region that the receiver maps), publishes its
 // sequence number i + 1 with release order and rings the receiver's doorbell; the receiver copies
 // or reduces the chunk into place, publishes tail and rings back. Doorbells only cost a syscall
 // when their owner sleeps.
@@ -14,6 +15,7 @@
 
 #include "kernels/host_reduce.h"
 #include "transport/config.h"
+#include "transport/shared_buffers.h"
 
 namespace strata {
 
@@ -44,8 +46,10 @@ LocalConnection::LocalConnection(int myRank, int peer, std::shared_ptr<Endpoint>
       peerPid_(peerPid),
       slots_(theirs_->header()->slots),
       slotBytes_(theirs_->header()->slotBytes),
-      cmaMin_(config().cmaMinBytes) {
+      cmaMin_(config().cmaMinBytes),
+      sharedMin_(config().sharedMinBytes) {
   if (pointerMode_ || !config().localCma) cmaToPeer_ = 0;
+  if (pointerMode_ || sharedMin_ == 0) sharedToPeer_ = 0;
   inTail_ = in_->tail.load(std::memory_order_relaxed);
 }
 
@@ -53,9 +57,15 @@ Status LocalConnection::progressSends(bool* progressed) {
   bool published = false;
   // The peer sets cmaReadable during setup, before the barrier that precedes any transfer.
   if (cmaToPeer_ < 0) cmaToPeer_ = out_->cmaReadable.load(std::memory_order_acquire) ? 1 : 0;
+  if (sharedToPeer_ < 0) sharedToPeer_ = out_->sharedReadable.load(std::memory_order_acquire) ? 1 : 0;
   while (!sends_.empty()) {
     Transfer* t = sends_.front();
-    const bool byAddress = pointerMode_ || (cmaToPeer_ == 1 && t->bytes >= cmaMin_);
+    if (t != sendLooked_) {  // once per transfer: does a strataMemAlloc region hold all of it?
+      sendLooked_ = t;
+      sendShared_ = sharedToPeer_ == 1 && t->bytes >= sharedMin_ &&
+                    findShared(t->src, t->bytes, &sendFd_, &sendOffset_, &sendInode_);
+    }
+    const bool byAddress = pointerMode_ || sendShared_ || (cmaToPeer_ == 1 && t->bytes >= cmaMin_);
     uint64_t tail = out_->tail.load(std::memory_order_acquire);
     while (t->posted < t->bytes && outHead_ - tail < slots_) {
       const size_t chunk = std::min<uint64_t>(slotBytes_, t->bytes - t->posted);
@@ -63,7 +73,12 @@ Status LocalConnection::progressSends(bool* progressed) {
       d.msgBytes = t->bytes;
       d.chunkBytes = chunk;
       const char* src = static_cast<const char*>(t->src) + t->posted;
-      if (byAddress) {
+      if (sendShared_) {
+        d.ptr = sendOffset_ + t->posted;
+        d.fd = sendFd_;
+        d.inode = sendInode_;
+        d.mode = kSlotShared;
+      } else if (byAddress) {
         d.ptr = reinterpret_cast<uint64_t>(src);
         d.mode = pointerMode_ ? kSlotPointer : kSlotCma;
       } else if (chunk <= kInlineBytes) {
@@ -87,6 +102,7 @@ Status LocalConnection::progressSends(bool* progressed) {
     if (!done) break;
     t->complete = true;
     sends_.pop_front();
+    sendLooked_ = nullptr;
     *progressed = true;
   }
   if (published) {
@@ -110,6 +126,11 @@ Status LocalConnection::progressRecvs(bool* progressed) {
       const void* src = d.mode == kSlotPointer  ? reinterpret_cast<const void*>(d.ptr)
                         : d.mode == kSlotInline ? static_cast<const void*>(d.inlineData)
                                                 : mine_->slotData(peer_, inTail_);
+      if (d.mode == kSlotShared) {
+        const char* mapped = nullptr;
+        STRATA_RETURN_IF_ERROR(peerRegion(d, &mapped));
+        src = mapped;
+      }
       char* dst = static_cast<char*>(t->dst) + t->posted;
       if (d.mode == kSlotCma) {
         // Single copy: straight from the sender's buffer into ours, or into a one-chunk bounce
@@ -142,6 +163,22 @@ Status LocalConnection::progressRecvs(bool* progressed) {
     theirs_->header()->bell.ring();
     *progressed = true;
   }
+  return OkStatus();
+}
+
+// Single copy: the chunk in our read-only mapping of the sender's strataMemAlloc region.
+Status LocalConnection::peerRegion(const SlotDesc& d, const char** src) {
+  if (d.fd != peerFd_ || d.inode != peerInode_ || d.ptr + d.chunkBytes > peerSize_) {
+    std::string why;
+    size_t size = 0;
+    const char* base = mapPeerRegion(peerPid_, d.fd, d.inode, d.ptr + d.chunkBytes, &size, &why);
+    if (!base) return systemError("cannot map the send buffer of rank {}: {}", peer_, why);
+    peerFd_ = d.fd;
+    peerInode_ = d.inode;
+    peerBase_ = base;
+    peerSize_ = size;
+  }
+  *src = peerBase_ + d.ptr;
   return OkStatus();
 }
 

@@ -1,7 +1,8 @@
 // local_connection.h: a Connection to a peer on the same machine, over endpoint channels (see
 // local_endpoint.h). Outgoing chunks go into the peer's channel for us; incoming chunks come from
 // our channel for the peer. Pointer mode (same process) publishes addresses; copy mode (other
-// process) copies through the shared staging slots.
+// process) copies through the shared staging slots, or, for chunks of strataMemAlloc buffers,
+// names the sender's shared region so the receiver reads it single-copy (transport/shared_buffers.h).
 #pragma once
 
 #include <memory>
@@ -30,6 +31,7 @@ class LocalConnection final : public Connection {
   Status progressSends(bool* progressed);
   Status progressRecvs(bool* progressed);
   Status cmaRead(void* dst, uint64_t remote, size_t bytes);
+  Status peerRegion(const SlotDesc& d, const char** src);
 
   int me_, peer_;
   std::shared_ptr<Endpoint> mine_, theirs_;
@@ -41,6 +43,18 @@ class LocalConnection final : public Connection {
   uint64_t slotBytes_;
   int cmaToPeer_ = -1;  ///< -1 unknown yet; 1 if the peer can read our memory (set up at init)
   size_t cmaMin_;
+  // Shared mode. Sender: the front send's region (looked up once per transfer). Receiver: the
+  // peer region mapped last (a one-entry cache in front of mapPeerRegion's).
+  int sharedToPeer_ = -1;  ///< -1 unknown yet; 1 if the peer can map our shared regions
+  size_t sharedMin_;
+  const Transfer* sendLooked_ = nullptr;
+  bool sendShared_ = false;
+  int sendFd_ = -1;
+  uint64_t sendOffset_ = 0, sendInode_ = 0;
+  int peerFd_ = -1;
+  uint64_t peerInode_ = 0;
+  const char* peerBase_ = nullptr;
+  size_t peerSize_ = 0;
   std::vector<char> bounce_;  ///< CMA reductions land here first (one chunk, cache-resident)
   uint64_t outHead_ = 0, inTail_ = 0;
   Fifo<Transfer*> sends_, recvs_;

@@ -21,8 +21,10 @@ constexpr int kMaxLocalSlots = 64;
 /// How a chunk travels: its bytes in the slot, or the sender's address (read directly by a
 /// same-process receiver, or through cross-memory attach, process_vm_readv, by another process).
 /// Small chunks travel inside their descriptor (kSlotInline), so a small message costs the
-/// receiver one cache line: flag, header and payload together.
-enum SlotMode : uint32_t { kSlotData = 0, kSlotPointer = 1, kSlotCma = 2, kSlotInline = 3 };
+/// receiver one cache line: flag, header and payload together. kSlotShared: the chunk lies in a
+/// strataMemAlloc region of the sender (transport/shared_buffers.h); the descriptor names its fd,
+/// offset and inode and the receiver reads it through its own mapping of that region.
+enum SlotMode : uint32_t { kSlotData = 0, kSlotPointer = 1, kSlotCma = 2, kSlotInline = 3, kSlotShared = 4 };
 constexpr size_t kInlineBytes = 24;
 
 /// One chunk's descriptor, one cache line. The sender fills it and then publishes `seq` = chunk
@@ -31,10 +33,13 @@ struct alignas(64) SlotDesc {
   std::atomic<uint64_t> seq{0};
   uint64_t msgBytes;   ///< total bytes of the message this chunk belongs to (framing check)
   uint64_t chunkBytes;
-  uint64_t ptr;        ///< pointer / CMA modes: the sender's address of the chunk
+  uint64_t ptr;        ///< pointer / CMA modes: the sender's address; shared mode: offset in the region
   uint32_t mode;       ///< SlotMode
-  uint32_t pad;
-  unsigned char inlineData[kInlineBytes];
+  int32_t fd;          ///< shared mode: the sender's fd of the region
+  union {
+    unsigned char inlineData[kInlineBytes];
+    uint64_t inode;    ///< shared mode: the region's inode (detects a reused fd number)
+  };
 };
 static_assert(sizeof(SlotDesc) == 64);
 
@@ -42,6 +47,7 @@ static_assert(sizeof(SlotDesc) == 64);
 struct alignas(64) ChannelCtrl {
   alignas(64) std::atomic<uint64_t> tail{0};  ///< chunks consumed by the receiver
   std::atomic<uint32_t> cmaReadable{0};       ///< receiver can process_vm_readv the sender's memory
+  std::atomic<uint32_t> sharedReadable{0};    ///< receiver can map the sender's shared regions
   SlotDesc desc[kMaxLocalSlots];
 };
 

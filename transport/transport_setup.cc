@@ -9,6 +9,7 @@
 
 #include "transport/config.h"
 #include "transport/local_connection.h"
+#include "transport/shared_buffers.h"
 #include "transport/log.h"
 #include "transport/socket.h"
 #include "transport/tcp_connection.h"
@@ -77,6 +78,14 @@ Status setupTransports(Bootstrap& bs, CommTransports* out) {
         // Tell p (through our channel for it) whether we can read its memory directly.
         if (cfg.localCma && probeCma(infos[p].pid, theirs->header()->probeAddr, theirs->header()->magic))
           out->endpoint->channel(p)->cmaReadable.store(1, std::memory_order_release);
+        // And whether we can map its strataMemAlloc regions (through /proc/<pid>/fd).
+        if (cfg.sharedMinBytes > 0) {
+          if (canMapPeerRegions(infos[p].pid))
+            out->endpoint->channel(p)->sharedReadable.store(1, std::memory_order_release);
+          else
+            log::info("rank {}: cannot open /proc/{}/fd of rank {}: its strataMemAlloc buffers come through "
+                      "the staging slots", me, infos[p].pid, p);
+        }
       }
       out->conns[p] = std::make_unique<LocalConnection>(me, p, out->endpoint, theirs, kind[p] == PeerKind::Threads,
                                                         infos[p].pid);

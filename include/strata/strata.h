@@ -217,7 +217,8 @@ strataResult_t strataCudaDeviceCount(int* count);
 strataResult_t strataCommCudaDevice(strataComm_t comm, int* device);
 
 /** Memory for collective buffers: device memory on the current CUDA device where CUDA devices
- *  exist, else page-aligned host memory. Free with strataMemFree. */
+ *  exist, else page-aligned host memory (shareable: other processes of the communicator on this
+ *  machine read it single-copy). Free with strataMemFree. */
 strataResult_t strataMemAlloc(void** ptr, size_t size);
 strataResult_t strataMemFree(void* ptr);
 

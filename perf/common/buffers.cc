@@ -1,4 +1,4 @@
-// buffers.cc: page-aligned, pre-touched host buffers.
+// buffers.cc: page-aligned, pre-touched host buffers (malloc or the library's allocator).
 #include "perf/common/buffers.h"
 
 #include <cstdlib>
@@ -8,10 +8,10 @@
 namespace strata::perf {
 namespace {
 
-void* allocate(size_t bytes) {
+void* allocate(size_t bytes, void* (*alloc)(size_t)) {
   constexpr size_t kAlign = 4096;
   const size_t size = (bytes + kAlign - 1) / kAlign * kAlign + kAlign;  // never 0
-  void* p = std::aligned_alloc(kAlign, size);
+  void* p = alloc ? alloc(size) : std::aligned_alloc(kAlign, size);
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, size);
   return p;
@@ -19,8 +19,14 @@ void* allocate(size_t bytes) {
 
 }  // namespace
 
-void Buffers::Free::operator()(void* p) const { std::free(p); }
+void Buffers::Free::operator()(void* p) const {
+  if (release)
+    release(p);
+  else
+    std::free(p);
+}
 
-Buffers::Buffers(size_t bytes) : send_(allocate(bytes)), recv_(allocate(bytes)) {}
+Buffers::Buffers(size_t bytes, void* (*alloc)(size_t), void (*release)(void*))
+    : send_(allocate(bytes, alloc), Free{release}), recv_(allocate(bytes, alloc), Free{release}) {}
 
 }  // namespace strata::perf

@@ -1,5 +1,6 @@
 // buffers.h: a rank's send and receive buffers, allocated once at the largest size and touched so
-// that no page fault or allocation happens inside a timed loop.
+// that no page fault or allocation happens inside a timed loop. From malloc, or from the measured
+// library's allocator (--alloc).
 #pragma once
 
 #include <cstddef>
@@ -9,12 +10,14 @@ namespace strata::perf {
 
 class Buffers {
  public:
-  explicit Buffers(size_t bytes);
+  /// `alloc` / `release`: the library's allocator (null: malloc).
+  explicit Buffers(size_t bytes, void* (*alloc)(size_t) = nullptr, void (*release)(void*) = nullptr);
   void* send() const { return send_.get(); }
   void* recv() const { return recv_.get(); }
 
  private:
   struct Free {
+    void (*release)(void*) = nullptr;
     void operator()(void* p) const;
   };
   std::unique_ptr<void, Free> send_, recv_;

@@ -120,6 +120,13 @@ bool parseOptions(int argc, char** argv, const ToolInfo& tool, Options* o, int* 
   app.add_option("--memory", o->memory, "buffer memory: host, or device (cudaMalloc on GPU local rank % GPUs)")
       ->check(CLI::IsMember({"host", "device"}))
       ->capture_default_str();
+  if (tool.allocName) {
+    o->alloc = tool.allocName;
+    app.add_option("--alloc", o->alloc, std::string("host buffers from ") + tool.allocName +
+                                            "'s allocator (as nccl-tests users call ncclMemAlloc) or malloc")
+        ->check(CLI::IsMember({std::string(tool.allocName), std::string("malloc")}))
+        ->capture_default_str();
+  }
   if (tool.addOptions) tool.addOptions(app);
   try {
     app.parse(argc, argv);
@@ -136,6 +143,10 @@ bool parseOptions(int argc, char** argv, const ToolInfo& tool, Options* o, int* 
   o->allRoots = root == "all" || root == "-1";
   o->root = o->allRoots ? 0 : std::stoi(root);
   o->argv.assign(argv, argv + argc);
+  if (tool.allocName && o->alloc != "malloc") {
+    o->hostAlloc = tool.hostAlloc;
+    o->hostFree = tool.hostFree;
+  }
   std::string err = validate(*o, tool);
   if (!err.empty()) {
     std::fprintf(stderr, "%s: %s\n", tool.program.c_str(), err.c_str());

@@ -33,6 +33,10 @@ struct Options {
   bool allRoots = false;  ///< -r all (or -1)
   std::string jsonPath;   ///< -J
   std::string memory = "host";  ///< --memory: host or device (the tool's first memory kind by default)
+  /// --alloc: host buffers from malloc, or from the library's allocator (strata: strataMemAlloc).
+  std::string alloc = "malloc";
+  void* (*hostAlloc)(size_t) = nullptr;  ///< the library's allocator when --alloc is not malloc
+  void (*hostFree)(void*) = nullptr;
   std::vector<std::string> argv;
 
   /// Message sizes in bytes: minBytes, then times stepFactor (> 1) or plus stepBytes, up to maxBytes.
@@ -55,6 +59,11 @@ struct ToolInfo {
   std::vector<std::string> memories{"host"};  ///< --memory kinds it measures; the first is the default
   /// Runs after parsing, before any rank starts (loading a library): an error message or "".
   std::function<std::string(const Options&)> preflight;
+  /// The library's host allocator (strataMemAlloc for strata's tools): adds --alloc NAME|malloc,
+  /// default NAME. Null: host buffers come from malloc.
+  const char* allocName = nullptr;
+  void* (*hostAlloc)(size_t) = nullptr;  ///< returns null on failure
+  void (*hostFree)(void*) = nullptr;
 };
 
 /// Parses argv. On --help prints the usage and returns 0 in *exitCode; on a bad flag prints the

@@ -37,7 +37,7 @@ size_t recvSpan(const CollCall& c) {
 }  // namespace
 
 Runner::Runner(const Options& o, Coll coll, Backend& b, const DeviceRank* device)
-    : o_(o), coll_(coll), b_(b), buffers_(o.maxBytes), dev_(device) {}
+    : o_(o), coll_(coll), b_(b), buffers_(o.maxBytes, o.hostAlloc, o.hostFree), dev_(device) {}
 
 void Runner::checkRequest() const {
   if (collHasRoot(coll_) && !o_.allRoots && o_.root >= b_.nranks())

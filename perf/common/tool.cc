@@ -81,9 +81,15 @@ int runRank(const Options& o, const ToolInfo& tool, Backend& b, int nprocs, int 
         worst.shmemMiB = std::max(worst.shmemMiB, u.shmemMiB);
       }
       const double buffersMiB = 2.0 * static_cast<double>(o.maxBytes) / (1 << 20);
-      std::printf("# Memory per process (max over ranks): private %.1f MiB (test buffers %.1f MiB, the rest "
-                  "runtime and tool: %.1f MiB), shared %.1f MiB\n",
-                  worst.anonMiB, buffersMiB, std::max(0.0, worst.anonMiB - buffersMiB), worst.shmemMiB);
+      if (o.hostAlloc && o.memory == "host") {  // --alloc: the buffers are shared memory, mapped by peers too
+        std::printf("# Memory per process (max over ranks): private %.1f MiB, shared %.1f MiB (test buffers %.1f MiB "
+                    "from --alloc %s, and peers' buffers this rank mapped to read them single-copy)\n",
+                    worst.anonMiB, worst.shmemMiB, buffersMiB, o.alloc.c_str());
+      } else {
+        std::printf("# Memory per process (max over ranks): private %.1f MiB (test buffers %.1f MiB, the rest "
+                    "runtime and tool: %.1f MiB), shared %.1f MiB\n",
+                    worst.anonMiB, buffersMiB, std::max(0.0, worst.anonMiB - buffersMiB), worst.shmemMiB);
+      }
     }
     if (dev) deviceCopyReference(o, b, *dev, report.get());
     if (report) report->footer();

@@ -72,7 +72,8 @@ def jobs_for(coll, impls, opts):
             continue
         if impl == "strata":
             binary = os.path.join(build, "perf", f"{coll}_perf")
-            candidates.append((impl, binary, strata_launch + [binary] + tool_args, strata_env, run))
+            alloc = [] if device else ["--alloc", getattr(opts, "alloc", "strata")]
+            candidates.append((impl, binary, strata_launch + [binary] + alloc + tool_args, strata_env, run))
         elif impl == "mpi":
             binary = _peer(build, f"mpi_{coll}_perf")
             candidates.append((impl, binary, mpi_launch + [binary] + tool_args, {}, "mpirun"))

@@ -6,6 +6,17 @@
 //   build/tools/strata-run -n 4 -- build/perf/all_reduce_perf --memory device -b 8 -e 1G -f 2
 #include "perf/common/tool.h"
 #include "perf/strata/strata_launch.h"
+#include "strata/strata.h"
+
+namespace {
+// --alloc strata (the default): host buffers from strataMemAlloc, which same-machine peers read
+// single-copy; --alloc malloc shows the path of buffers strata did not allocate.
+void* strataAlloc(size_t bytes) {
+  void* p = nullptr;
+  return strataMemAlloc(&p, bytes) == strataSuccess ? p : nullptr;
+}
+void strataFree(void* p) { strataMemFree(p); }
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace strata::perf;
@@ -18,6 +29,9 @@ int main(int argc, char** argv) {
                       "the footer adds rank 0's device-to-device copy bandwidth at the largest size.",
                       {},
                       {"host", "device"},
-                      {}};
+                      {},
+                      "strata",
+                      strataAlloc,
+                      strataFree};
   return toolMain(argc, argv, tool, launchStrataRanks);
 }
