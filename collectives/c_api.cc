@@ -14,6 +14,7 @@
 #include "strata/strata.h"
 #include "transport/bootstrap.h"
 #include "transport/config.h"
+#include "transport/shared_buffers.h"
 
 #define STRATA_API extern "C" __attribute__((visibility("default")))
 
@@ -628,6 +629,13 @@ STRATA_API strataResult_t strataMemAlloc(void** ptr, size_t size) {
   *ptr = nullptr;
   if (size == 0) return strataSuccess;
   return report(nullptr, memAlloc(ptr, size));
+}
+
+STRATA_API strataResult_t strataHostMemAlloc(void** ptr, size_t size) {
+  if (!ptr) return report(nullptr, invalidArgument("HostMemAlloc: ptr is NULL"));
+  *ptr = nullptr;
+  if (size == 0) return strataSuccess;
+  return report(nullptr, allocHostBuffer(ptr, size));
 }
 
 STRATA_API strataResult_t strataMemFree(void* ptr) { return report(nullptr, memFree(ptr)); }

@@ -231,14 +231,7 @@ Status memAlloc(void** ptr, size_t size) {
     STRATA_CUDA_TRY(cudaMalloc(ptr, size));
     return OkStatus();
   }
-  // Host memory: a shareable region, so that same-machine peers read it single-copy; plain pages
-  // where no memfd can be had (out of file descriptors): those go through the staging slots.
-  if (allocShared(ptr, size).ok()) return OkStatus();
-  const size_t align = 4096;
-  if (size > SIZE_MAX - align) return invalidArgument("MemAlloc: size {} too large", size);
-  if (posix_memalign(ptr, align, (size + align - 1) / align * align) != 0)
-    return Status(strataSystemError, fmt::format("MemAlloc: cannot allocate {} bytes", size));
-  return OkStatus();
+  return allocHostBuffer(ptr, size);
 }
 
 Status memFree(void* ptr) {
@@ -251,7 +244,7 @@ Status memFree(void* ptr) {
     }
     cudaGetLastError();
   }
-  if (!freeShared(ptr)) free(ptr);
+  freeHostBuffer(ptr);
   return OkStatus();
 }
 

@@ -23,19 +23,10 @@ Status enqueueDeviceOps(Comm&, const std::vector<DeviceOp>&) {
   return invalidUsage("device buffers need strata built with CUDA (STRATA_ENABLE_CUDA)");
 }
 
-Status memAlloc(void** ptr, size_t size) {
-  // Host memory: a shareable region, so that same-machine peers read it single-copy; plain pages
-  // where no memfd can be had (out of file descriptors): those go through the staging slots.
-  if (allocShared(ptr, size).ok()) return OkStatus();
-  const size_t align = 4096;
-  if (size > SIZE_MAX - align) return invalidArgument("MemAlloc: size {} too large", size);
-  if (posix_memalign(ptr, align, (size + align - 1) / align * align) != 0)
-    return Status(strataSystemError, fmt::format("MemAlloc: cannot allocate {} bytes", size));
-  return OkStatus();
-}
+Status memAlloc(void** ptr, size_t size) { return allocHostBuffer(ptr, size); }
 
 Status memFree(void* ptr) {
-  if (!freeShared(ptr)) free(ptr);
+  freeHostBuffer(ptr);
   return OkStatus();
 }
 

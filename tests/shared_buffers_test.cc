@@ -85,7 +85,9 @@ TEST(SharedBuffers, MapThroughProcSelfAndRemapOnInodeChange) {
   const char* m2 = mapPeerRegion(getpid(), fd2, ino2, 8192, &size, &why);
   ASSERT_NE(m2, nullptr) << why;
   EXPECT_STREQ(m2 + 4100, "second");
-  if (fd2 == fd) EXPECT_EQ(mapPeerRegion(getpid(), fd, ino2, 1, &size, &why), m2);
+  if (fd2 == fd) {
+    EXPECT_EQ(mapPeerRegion(getpid(), fd, ino2, 1, &size, &why), m2);
+  }
   EXPECT_TRUE(freeShared(q));
 }
 

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -168,6 +170,19 @@ size_t sharedRegionCount() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   return r.regions.size();
+}
+
+Status allocHostBuffer(void** p, size_t bytes) {
+  if (allocShared(p, bytes).ok()) return OkStatus();
+  const size_t align = 4096;
+  if (bytes > SIZE_MAX - align) return invalidArgument("MemAlloc: size {} too large", bytes);
+  if (posix_memalign(p, align, (bytes + align - 1) / align * align) != 0)
+    return Status(strataSystemError, fmt::format("MemAlloc: cannot allocate {} bytes", bytes));
+  return OkStatus();
+}
+
+void freeHostBuffer(void* p) {
+  if (!freeShared(p)) free(p);
 }
 
 }  // namespace strata

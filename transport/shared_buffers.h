@@ -18,6 +18,13 @@ Status allocShared(void** p, size_t bytes);
 /// Unmaps and closes a region from allocShared; false (and nothing done) if `p` is not one.
 bool freeShared(void* p);
 
+/// Host memory for collective buffers (strataMemAlloc without CUDA, strataHostMemAlloc): a
+/// shareable region, else (no memfd to be had, e.g. out of file descriptors) page-aligned pages,
+/// which then go through the staging slots.
+Status allocHostBuffer(void** p, size_t bytes);
+/// Frees memory from allocHostBuffer.
+void freeHostBuffer(void* p);
+
 /// Where [p, p + bytes) lies in a shared region: its fd, the offset of p and the fd's inode.
 /// Cheap (one lock and a binary search over the live regions); false if not covered.
 bool findShared(const void* p, size_t bytes, int* fd, uint64_t* offset, uint64_t* inode);

@@ -220,6 +220,9 @@ strataResult_t strataCommCudaDevice(strataComm_t comm, int* device);
  *  exist, else page-aligned host memory (shareable: other processes of the communicator on this
  *  machine read it single-copy). Free with strataMemFree. */
 strataResult_t strataMemAlloc(void** ptr, size_t size);
+/** Host memory for collective buffers, on any machine: other processes of this machine read it
+ *  directly (one copy instead of two through staging). Free with strataMemFree. */
+strataResult_t strataHostMemAlloc(void** ptr, size_t size);
 strataResult_t strataMemFree(void* ptr);
 
 /** Group calls: operations issued between start and end are queued and run together at end

@@ -33,7 +33,7 @@ struct Options {
   bool allRoots = false;  ///< -r all (or -1)
   std::string jsonPath;   ///< -J
   std::string memory = "host";  ///< --memory: host or device (the tool's first memory kind by default)
-  /// --alloc: host buffers from malloc, or from the library's allocator (strata: strataMemAlloc).
+  /// --alloc: host buffers from malloc, or from the library's allocator (strata: strataHostMemAlloc).
   std::string alloc = "malloc";
   void* (*hostAlloc)(size_t) = nullptr;  ///< the library's allocator when --alloc is not malloc
   void (*hostFree)(void*) = nullptr;
@@ -59,7 +59,7 @@ struct ToolInfo {
   std::vector<std::string> memories{"host"};  ///< --memory kinds it measures; the first is the default
   /// Runs after parsing, before any rank starts (loading a library): an error message or "".
   std::function<std::string(const Options&)> preflight;
-  /// The library's host allocator (strataMemAlloc for strata's tools): adds --alloc NAME|malloc,
+  /// The library's host allocator (strataHostMemAlloc for strata's tools): adds --alloc NAME|malloc,
   /// default NAME. Null: host buffers come from malloc.
   const char* allocName = nullptr;
   void* (*hostAlloc)(size_t) = nullptr;  ///< returns null on failure

@@ -9,11 +9,12 @@
 #include "strata/strata.h"
 
 namespace {
-// --alloc strata (the default): host buffers from strataMemAlloc, which same-machine peers read
+// --alloc strata (the default): host buffers from strataHostMemAlloc (strataMemAlloc's host memory,
+// also where a GPU makes strataMemAlloc return device memory), which same-machine peers read
 // single-copy; --alloc malloc shows the path of buffers strata did not allocate.
 void* strataAlloc(size_t bytes) {
   void* p = nullptr;
-  return strataMemAlloc(&p, bytes) == strataSuccess ? p : nullptr;
+  return strataHostMemAlloc(&p, bytes) == strataSuccess ? p : nullptr;
 }
 void strataFree(void* p) { strataMemFree(p); }
 }  // namespace

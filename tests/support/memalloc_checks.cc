@@ -1,4 +1,4 @@
-// memalloc_checks.cc: the collectives on strataMemAlloc buffers (see memalloc_checks.h). Values
+// memalloc_checks.cc: the collectives on strataHostMemAlloc buffers (see memalloc_checks.h). Values
 // are int32, so sums are exact; each buffer gets a canary element past its end.
 #include "support/memalloc_checks.h"
 
@@ -13,14 +13,14 @@ namespace {
 int32_t value(int r, size_t i) { return static_cast<int32_t>((r * 7919 + i * 31 + 1) % 100003); }
 constexpr int32_t kCanary = -12345;
 
-/// count int32 elements (+1 canary) from strataMemAlloc.
+/// count int32 elements (+1 canary) from strataHostMemAlloc.
 struct MemBuf {
   int32_t* p = nullptr;
   size_t n = 0;
   bool ok = false;
   explicit MemBuf(size_t count) : n(count) {
     void* v = nullptr;
-    ok = strataMemAlloc(&v, (count + 1) * sizeof(int32_t)) == strataSuccess;
+    ok = strataHostMemAlloc(&v, (count + 1) * sizeof(int32_t)) == strataSuccess;
     p = static_cast<int32_t*>(v);
     if (ok) {
       for (size_t i = 0; i < count; ++i) p[i] = -1;
@@ -53,7 +53,7 @@ void check(strataComm_t comm, C c, size_t count, bool inPlace, CheckReport* rep)
   const bool wideSend = c == C::ReduceScatter || c == C::AllToAll || c == C::Scatter;
   const bool wideRecv = c == C::AllGather || c == C::AllToAll || c == C::Gather;
   MemBuf a(wideSend || (inPlace && wideRecv) ? cn : count), b(wideRecv ? cn : count);
-  if (!a.ok || !b.ok) return rep->fail(label + ": strataMemAlloc failed");
+  if (!a.ok || !b.ok) return rep->fail(label + ": strataHostMemAlloc failed");
   int32_t* send = a.p;
   int32_t* recv = inPlace ? a.p : b.p;
   const strataDataType_t t = strataInt32;
