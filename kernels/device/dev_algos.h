@@ -80,6 +80,22 @@ class Algorithms {
     return step(Peers::none(), Peers::none(), src, dst, n, ctx(true, true));
   }
 
+  /// The first n-1 steps of a ring reduction: send this rank's input of chunk r-1, then for
+  /// chunks r-2 .. r-n+1 receive the partial sum, add this rank's input and forward it. at(c) is
+  /// where chunk c starts (elements), len(c) its length; the caller does the final step.
+  template <class At, class Len>
+  STRATA_HD bool ringPartials(const At& at, const Len& len) {
+    const int n = w_.nranks, r = w_.rank;
+    const Peers prev = Peers::one(mod(r - 1, n)), next = Peers::one(mod(r + 1, n));
+    int c = mod(r - 1, n);
+    if (!step(Peers::none(), next, in(at(c)), nullptr, len(c), ctx(true, false))) return false;
+    for (int j = 1; j <= n - 2; ++j) {
+      c = mod(r - 1 - j, n);
+      if (!step(prev, next, in(at(c)), nullptr, len(c), ctx(true, false))) return false;
+    }
+    return true;
+  }
+
   STRATA_HD bool ringAllReduce() {
     const int n = w_.nranks, r = w_.rank;
     const uint64_t unit = Prims<Exec>::unitElems(esize_);
@@ -98,13 +114,8 @@ class Algorithms {
         return s >= left ? 0 : (left - s < real ? left - s : real);
       };
       auto at = [&](int c) { return off + base + uint64_t(c) * real; };
-      int c = mod(r - 1, n);
-      if (!step(none, next, in(at(c)), nullptr, len(c), ctx(true, false))) return false;
-      for (int j = 1; j <= n - 2; ++j) {
-        c = mod(r - 1 - j, n);
-        if (!step(prev, next, in(at(c)), nullptr, len(c), ctx(true, false))) return false;
-      }
-      c = r;
+      if (!ringPartials(at, len)) return false;
+      int c = r;
       if (!step(prev, next, in(at(c)), out(at(c)), len(c), ctx(true, true))) return false;
       for (int j = 1; j <= n - 2; ++j) {
         c = mod(r - j, n);
@@ -148,17 +159,12 @@ class Algorithms {
     uint64_t off, cnt;
     channelPart(w_.count, block_, w_.nch, unit, &off, &cnt);
     if (n == 1) return localCopy(in(off), out(off), cnt);
-    const Peers prev = Peers::one(mod(r - 1, n)), next = Peers::one(mod(r + 1, n)), none = Peers::none();
+    const Peers prev = Peers::one(mod(r - 1, n)), none = Peers::none();
     const uint64_t chunk = prims_.chunkElems(esize_);
     for (uint64_t b = 0; b < cnt; b += chunk) {
       const uint64_t len = cnt - b < chunk ? cnt - b : chunk;
       auto blk = [&](int c) { return uint64_t(c) * w_.count + off + b; };
-      int c = mod(r - 1, n);
-      if (!step(none, next, in(blk(c)), nullptr, len, ctx(true, false))) return false;
-      for (int j = 1; j <= n - 2; ++j) {
-        c = mod(r - 1 - j, n);
-        if (!step(prev, next, in(blk(c)), nullptr, len, ctx(true, false))) return false;
-      }
+      if (!ringPartials(blk, [&](int) { return len; })) return false;
       if (!step(prev, none, in(blk(r)), out(off + b), len, ctx(true, true))) return false;
     }
     return true;
