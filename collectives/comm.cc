@@ -57,7 +57,25 @@ RankInfo localRankInfo(int rank) {
   info.processHash = topology::processHash();
   std::string h = topology::hostName();
   std::strncpy(info.hostname, h.c_str(), sizeof(info.hostname) - 1);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) info.cpuMask[0] = 1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &cpus)) info.cpuMask[(c / 64) % 4] |= uint64_t(1) << (c % 64);
   return info;
+}
+
+bool ranksOutnumberCpus(const std::vector<RankInfo>& infos, int rank) {
+  int localRanks = 0;
+  uint64_t cpus[4] = {};
+  for (const RankInfo& i : infos) {
+    if (i.hostHash != infos[rank].hostHash) continue;
+    ++localRanks;
+    for (int w = 0; w < 4; ++w) cpus[w] |= i.cpuMask[w];
+  }
+  int ncpu = 0;
+  for (uint64_t w : cpus) ncpu += __builtin_popcountll(w);
+  return localRanks > std::max(ncpu, 1);
 }
 
 Status Comm::create(const strataUniqueId& id, int nranks, int rank, const strataConfig_t* cfg,
@@ -80,12 +98,7 @@ Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg) {
   const auto& infos = bootstrap_->infos();
   allLocal_ = config().transport != "tcp";
   for (const RankInfo& i : infos) allLocal_ = allLocal_ && i.hostHash == infos[0].hostHash;
-  int localRanks = 0;
-  for (const RankInfo& i : infos) localRanks += i.hostHash == infos[rank_].hostHash;
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  int ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  oversubscribed_ = localRanks > ncpu;
+  oversubscribed_ = ranksOutnumberCpus(infos, rank_);
   customOps_.resize(4);
   Status st = setupTransports(*bootstrap_, &transports_);
   if (!st.ok()) return Status(st.code(), fmt::format("rank {}: transport setup failed: {}", rank_, st.message()));

@@ -126,7 +126,11 @@ bool isLiveComm(const strataComm* c);
 /// is still live (callers cache the answer per thread and skip the registry's lock).
 uint64_t commRegistryGeneration();
 
-/// This process's RankInfo for a rank about to join.
+/// This process's RankInfo for a rank about to join (its CPU mask included).
 RankInfo localRankInfo(int rank);
+/// True when `rank`'s machine has more ranks of `infos` than CPUs those ranks may run on together
+/// (each may be bound to its own CPU by its launcher, so one rank's mask alone does not tell).
+/// Waits of oversubscribed ranks yield the core from the first idle poll.
+bool ranksOutnumberCpus(const std::vector<RankInfo>& infos, int rank);
 
 }  // namespace strata

@@ -132,9 +132,15 @@ Status Task::initCollective(Comm& comm, const CollCall& call) {
     postDone_ = false;
   }
 
+  // Transfer::rewritten: only the caller's input, when no output overlaps it, is memory that
+  // neither this operation nor, typically, the next one on these buffers writes. Outputs are
+  // written by the operation itself or by the next call (a training loop all-reduces the same
+  // gradient buckets every step), and staged input and scratch by the next operation.
+  const bool inputKept = !stageElems && input_ &&
+                         !(output_ && input_ < output_ + ext.out * esize_ && output_ < input_ + ext.in * esize_);
   ROp* slot = ops_.grow(sched.ops.size());
   for (const Op& op : sched.ops) {
-    ROp ro{op.code, op.peer, nullptr, nullptr, nullptr, op.count};
+    ROp ro{op.code, op.peer, nullptr, nullptr, nullptr, op.count, !(inputKept && op.src.buf == BufId::Input)};
     const bool readsSrc = op.code == OpCode::Send || op.code == OpCode::RecvReduce || op.code == OpCode::Copy ||
                           op.code == OpCode::Reduce;
     const bool writesDst = op.code != OpCode::Send;
@@ -168,7 +174,7 @@ Status Task::initP2P(Comm& comm, const std::vector<P2PCall>& calls) {
       // Self send/recv pairs are matched in order and copied locally.
       continue;
     }
-    ROp ro{c.isSend ? OpCode::Send : OpCode::Recv, c.peer, nullptr, nullptr, nullptr, bytes};
+    ROp ro{c.isSend ? OpCode::Send : OpCode::Recv, c.peer, nullptr, nullptr, nullptr, bytes, false};
     if (c.isSend) ro.src = static_cast<const char*>(c.buf);
     else ro.dst = static_cast<char*>(c.buf);
     ops_.push_back(ro);
@@ -210,6 +216,7 @@ Status Task::initP2P(Comm& comm, const std::vector<P2PCall>& calls) {
       std::memcpy(buf, o.src2, o.count);
       o.src = buf;
       o.src2 = nullptr;
+      o.rewritten = true;  // scratch: the next staging writes it
       buf += (o.count + 63) & ~size_t(63);
     }
   }
@@ -244,6 +251,7 @@ void Task::beginStep() {
       case OpCode::Send:
         t.kind = Transfer::Send;
         t.src = op.src;
+        t.rewritten = op.rewritten;
         comm_->conn(op.peer)->postSend(&t);
         break;
       case OpCode::Recv:

@@ -2,6 +2,7 @@
 // (tests/launcher_progs) with its stdout and stderr captured, under a hard time limit (the
 // launcher is SIGKILLed past it, and the test fails).
 #include <fcntl.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -464,6 +465,73 @@ TEST_F(LauncherTest, ThreadRanksBootstrapThroughTheLaunchersRoot) {
     for (int k = 0; k < 3; ++k)
       EXPECT_TRUE(has(r.out, "[0] round " + std::to_string(round) + " ok rank " + std::to_string(k) + " of 3\n"))
           << r.out << r.err;
+}
+
+// ---- CPU binding (--bind, tools/launcher_bind.h) ----
+
+/// The CPUs this test process may run on, as the helper prints them.
+std::string ownCpuList() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(0, sched_getaffinity(0, sizeof(set), &set));
+  std::string list;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) list += (list.empty() ? "" : ",") + std::to_string(c);
+  return list;
+}
+
+int ownCpuCount() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+/// Rank -> "list=..." value printed by the helper's cpus mode.
+std::map<int, std::string> rankCpuLists(const std::string& out) {
+  std::map<int, std::string> m;
+  std::regex re("\\[(\\d+)\\] cpus=\\d+ list=([0-9,]+)\n");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+    m[std::stoi((*it)[1])] = (*it)[2];
+  return m;
+}
+
+TEST_F(LauncherTest, BindsEachRankToItsOwnCpuWhenTheyFit) {
+  const int ncpu = ownCpuCount();
+  if (ncpu < 2) GTEST_SKIP() << "needs 2 CPUs, this process may use " << ncpu;
+  JobRun r = runLauncher({"-n", "2", "--", helper, "cpus"});
+  ASSERT_FALSE(r.limitHit);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::map<int, std::string> lists = rankCpuLists(r.out);
+  ASSERT_EQ(lists.size(), 2u) << r.out;
+  const std::string allowed = "," + ownCpuList() + ",";
+  for (const auto& [rank, list] : lists) {
+    EXPECT_EQ(list.find(','), std::string::npos) << "rank " << rank << " is not bound to one CPU: " << list;
+    EXPECT_NE(allowed.find("," + list + ","), std::string::npos) << "rank " << rank << " got CPU " << list
+                                                                 << " outside " << allowed;
+  }
+  EXPECT_NE(lists[0], lists[1]) << "both ranks on one CPU";
+}
+
+TEST_F(LauncherTest, BindNoneAndOversubscribedJobsKeepTheLaunchersCpus) {
+  const std::string own = ownCpuList();
+  JobRun none = runLauncher({"--bind", "none", "-n", "2", "--", helper, "cpus"});
+  ASSERT_EQ(none.code, 0) << none.err;
+  for (const auto& [rank, list] : rankCpuLists(none.out)) EXPECT_EQ(list, own) << "rank " << rank;
+  EXPECT_EQ(rankCpuLists(none.out).size(), 2u) << none.out;
+  // More ranks than CPUs: binding would stack ranks anyway; the OS places them.
+  const int n = ownCpuCount() + 1;
+  JobRun over = runLauncher({"-n", std::to_string(n), "--", helper, "cpus"}, 60);
+  ASSERT_EQ(over.code, 0) << over.err;
+  std::map<int, std::string> lists = rankCpuLists(over.out);
+  EXPECT_EQ(lists.size(), static_cast<size_t>(n)) << over.out;
+  for (const auto& [rank, list] : lists) EXPECT_EQ(list, own) << "rank " << rank;
+}
+
+TEST_F(LauncherTest, UnknownBindPolicyIsAUsageError) {
+  JobRun r = runLauncher({"--bind", "socket", "-n", "2", "--", helper, "cpus"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.err, "--bind")) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 }  // namespace

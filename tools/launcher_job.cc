@@ -81,6 +81,7 @@ bool Job::start(Rank& r) {
     spec.setEnv.push_back({"STRATA_RANK", std::to_string(r.rank)});
     spec.setEnv.push_back({"STRATA_LOCAL_RANK", std::to_string(r.rank)});
     spec.unsetEnv = {"STRATA_NTHREADS"};
+    if (!opt_.cpus.empty()) spec.cpu = opt_.cpus[r.rank];
   }
   int err = 0;
   std::string what;

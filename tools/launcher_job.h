@@ -16,6 +16,7 @@ struct JobOptions {
   std::string path;          ///< resolved program
   std::vector<std::string> argv;
   std::string uniqueIdHex;   ///< STRATA_UNIQUE_ID
+  std::vector<int> cpus;     ///< non-empty: rank r is bound to cpus[r] (launcher_bind.h)
 };
 
 /// The signals the launcher handles itself: blocked in every thread (call before starting any

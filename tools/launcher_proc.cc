@@ -4,6 +4,7 @@
 #include "tools/launcher_proc.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -129,6 +130,9 @@ bool spawnRank(const RankSpec& spec, RankProc* out, int* err, std::string* what)
       pipe2(execPipe, O_CLOEXEC) != 0)
     return fail("pipe");
 
+  cpu_set_t cpuMask;
+  CPU_ZERO(&cpuMask);
+  if (spec.cpu >= 0) CPU_SET(spec.cpu, &cpuMask);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return fail("fork");
@@ -140,6 +144,7 @@ bool spawnRank(const RankSpec& spec, RankProc* out, int* err, std::string* what)
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the launcher died before prctl took effect
+    if (spec.cpu >= 0) sched_setaffinity(0, sizeof(cpuMask), &cpuMask);  // a plain system call
     if (gDevNull >= 0) dup2(gDevNull, 0);
     dup2(outPipe[1], 1);
     dup2(errPipe[1], 2);

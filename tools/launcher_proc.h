@@ -30,6 +30,7 @@ struct RankSpec {
   std::vector<std::string> argv;                             ///< argv[0] included
   std::vector<std::pair<std::string, std::string>> setEnv;   ///< set (override) in its environment
   std::vector<std::string> unsetEnv;                         ///< removed from its environment
+  int cpu = -1;                                              ///< >= 0: bound to this CPU
 };
 
 /// A started rank: its pid (also its process group id) and the read ends of its stdout and
@@ -50,7 +51,8 @@ void ensureFdLimit(size_t needed);
 
 /// Forks and execs one rank. The child runs in its own process group, is SIGKILLed if the
 /// launcher dies (PR_SET_PDEATHSIG), gets the launcher's original signal mask and dispositions,
-/// stdin from /dev/null, stdout/stderr on fresh pipes, and no other inherited descriptors.
+/// stdin from /dev/null, stdout/stderr on fresh pipes, no other inherited descriptors, and
+/// the affinity of `spec.cpu` when it is set.
 /// On failure returns false with *err the errno of the failed step (execve's when the program
 /// could not be executed) and *what naming the step.
 bool spawnRank(const RankSpec& spec, RankProc* out, int* err, std::string* what);

@@ -1,6 +1,6 @@
 // strata_run.cc: strata-run, the single-machine launcher.
 //
-//   strata-run -n N [--threads] [--timeout S] [--no-prefix] -- prog args...
+//   strata-run -n N [--threads] [--timeout S] [--bind core|none] [--no-prefix] -- prog args...
 //   strata-run --config
 //
 // Creates the job's unique id (its persistent bootstrap root lives in this process for the job's
@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/launcher_bind.h"
 #include "tools/launcher_job.h"
 #include "tools/launcher_proc.h"
 #include "transport/bootstrap.h"
@@ -76,6 +77,11 @@ int launcherMain(int argc, char** argv) {
   app.add_flag("--threads", threads, "run one process that starts the N rank threads itself (STRATA_NTHREADS=N)");
   CLI::Option* tOpt = app.add_option("--timeout", timeoutSec, "end the job after SECONDS and exit 124");
   tOpt->type_name("SECONDS");
+  std::string bind = "core";
+  app.add_option("--bind", bind,
+                 "core: bind each rank process to its own CPU (one per physical core first) when the ranks fit "
+                 "in this process's CPUs, as mpirun does; none: leave placement to the OS")
+      ->check(CLI::IsMember({"core", "none"}));
   app.add_flag("--no-prefix", noPrefix, "relay rank output as is, without the \"[R] \" line prefix");
   app.add_flag("--config", showConfig, "print the configuration variables (STRATA_*) and exit");
   app.prefix_command();
@@ -140,6 +146,7 @@ int launcherMain(int argc, char** argv) {
   opt.path = path;
   opt.argv = cmd;
   opt.uniqueIdHex = strata::uniqueIdToHex(id);
+  opt.cpus = strata::launcher::rankCpus(bind, nranks, threads);
   return strata::launcher::runJob(opt, signalFd);
 }
 

@@ -25,6 +25,7 @@ struct RankInfo {
   uint16_t port = 0;         ///< listener port (network order)
   uint64_t localPtr = 0;     ///< same-process peers: address of this rank's local endpoint
   char hostname[64] = {};
+  uint64_t cpuMask[4] = {};  ///< CPUs this rank may run on (CPU c as bit c % 256)
 };
 
 /// The decoded contents of a strataUniqueId.

@@ -112,6 +112,19 @@ const std::vector<Entry>& entries() {
        "of the sender's buffer (0: never; smaller chunks go through the shared slots)",
        [](Config& c, const std::string& v) { return parseSize("STRATA_SHARED_MIN_BYTES", v, 0, &c.sharedMinBytes); },
        [](const Config& c) { return fmt::format("{}", c.sharedMinBytes); }},
+      {"STRATA_SHARED_REWRITE_MIN_BYTES", "bytes", "single copy (STRATA_SHARED_MIN_BYTES) out of memory that is "
+       "written again soon (a collective's output or in-place buffer, staged scratch; not a separate input) "
+       "only for transfers of at least this size: smaller ones are still cached by the reader when their owner "
+       "writes them, which costs more than the copy saved (docs/PERFORMANCE.md)",
+       [](Config& c, const std::string& v) {
+         return parseSize("STRATA_SHARED_REWRITE_MIN_BYTES", v, 0, &c.sharedRewriteMinBytes);
+       },
+       [](const Config& c) { return fmt::format("{}", c.sharedRewriteMinBytes); }},
+      {"STRATA_LOCAL_CLAIM_MAX_BYTES", "bytes", "staging-slot chunks of at most this size are consumed with a store "
+       "into each line read, so the sender's next copy into the slot takes the lines over instead of "
+       "invalidating shared copies (0: never; docs/PERFORMANCE.md)",
+       [](Config& c, const std::string& v) { return parseSize("STRATA_LOCAL_CLAIM_MAX_BYTES", v, 0, &c.claimMaxBytes); },
+       [](const Config& c) { return fmt::format("{}", c.claimMaxBytes); }},
       {"STRATA_TCP_SOCKETS", "count", "tcp sockets per peer pair (1..16)",
        [](Config& c, const std::string& v) {
          size_t n = 0;

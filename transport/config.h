@@ -22,6 +22,8 @@ struct Config {
   bool localCma = false;            ///< STRATA_LOCAL_CMA: single-copy large messages between processes
   size_t cmaMinBytes = 32 << 20;    ///< STRATA_CMA_MIN_BYTES: messages from this size use CMA
   size_t sharedMinBytes = 16 << 10; ///< STRATA_SHARED_MIN_BYTES: strataMemAlloc chunks from this size go single-copy (0: never)
+  size_t sharedRewriteMinBytes = 1 << 20;  ///< STRATA_SHARED_REWRITE_MIN_BYTES: the same for memory the operation writes again
+  size_t claimMaxBytes = 128 << 10; ///< STRATA_LOCAL_CLAIM_MAX_BYTES: slot chunks up to this are consumed with line ownership (0: never)
   int tcpSockets = 2;               ///< STRATA_TCP_SOCKETS: sockets per peer pair
   size_t tcpChunkBytes = 512 << 10; ///< STRATA_TCP_CHUNK_BYTES: bytes per framed tcp chunk
   double spinMicros = 50;           ///< STRATA_SPIN_US: busy-poll before sleeping

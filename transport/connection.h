@@ -26,6 +26,10 @@ struct Transfer {
   size_t bytes = 0;           ///< > 0
   strataDataType_t dtype = strataUint8;  ///< RecvReduce only
   kernels::RedKind op = kernels::RedKind::Sum;
+  /// Send: this memory is written again soon (a collective's output or in-place buffer, staged
+  /// scratch). Transports that let the receiver read the sender's memory do so only for large
+  /// transfers then: the reader's cached copies of small ones would make those writes slow.
+  bool rewritten = false;
   bool complete = false;
   // Transport bookkeeping.
   size_t posted = 0;      ///< bytes handed to the transport (sends) / consumed (receives)

@@ -7,12 +7,15 @@
 #include "transport/local_connection.h"
 
 #include <errno.h>
+
+#include <algorithm>
 #include <signal.h>
 #include <sys/uio.h>
 
 #include <cstdio>
 #include <cstring>
 
+#include "kernels/consume.h"
 #include "kernels/host_reduce.h"
 #include "transport/config.h"
 #include "transport/shared_buffers.h"
@@ -47,7 +50,9 @@ LocalConnection::LocalConnection(int myRank, int peer, std::shared_ptr<Endpoint>
       slots_(theirs_->header()->slots),
       slotBytes_(theirs_->header()->slotBytes),
       cmaMin_(config().cmaMinBytes),
-      sharedMin_(config().sharedMinBytes) {
+      sharedMin_(config().sharedMinBytes),
+      sharedRewriteMin_(std::max(config().sharedRewriteMinBytes, config().sharedMinBytes)),
+      claimMax_(config().claimMaxBytes) {
   if (pointerMode_ || !config().localCma) cmaToPeer_ = 0;
   if (pointerMode_ || sharedMin_ == 0) sharedToPeer_ = 0;
   inTail_ = in_->tail.load(std::memory_order_relaxed);
@@ -62,7 +67,7 @@ Status LocalConnection::progressSends(bool* progressed) {
     Transfer* t = sends_.front();
     if (t != sendLooked_) {  // once per transfer: does a strataMemAlloc region hold all of it?
       sendLooked_ = t;
-      sendShared_ = sharedToPeer_ == 1 && t->bytes >= sharedMin_ &&
+      sendShared_ = sharedToPeer_ == 1 && t->bytes >= (t->rewritten ? sharedRewriteMin_ : sharedMin_) &&
                     findShared(t->src, t->bytes, &sendFd_, &sendOffset_, &sendInode_);
     }
     const bool byAddress = pointerMode_ || sendShared_ || (cmaToPeer_ == 1 && t->bytes >= cmaMin_);
@@ -142,6 +147,18 @@ Status LocalConnection::progressRecvs(bool* progressed) {
           STRATA_RETURN_IF_ERROR(cmaRead(bounce_.data(), d.ptr, d.chunkBytes));
           kernels::reduce(dst, static_cast<const char*>(t->src) + t->posted, bounce_.data(),
                           d.chunkBytes / kernels::dtypeSize(t->dtype), t->dtype, t->op);
+        }
+      } else if (d.mode == kSlotData && d.chunkBytes <= claimMax_) {
+        // A small chunk in our staging slot: consumed, so the sender's next copy into the slot finds
+        // its lines modified here rather than shared (kernels/consume.h). Large chunks stream through
+        // the slots: their lines leave our cache before the sender comes back, and dirty ones would
+        // cost a write-back (measured slower from 256 KiB, docs/PERFORMANCE.md).
+        char* slot = mine_->slotData(peer_, inTail_);
+        if (t->kind == Transfer::Recv) {
+          kernels::consumeCopy(dst, slot, d.chunkBytes);
+        } else {
+          kernels::consumeReduce(dst, static_cast<const char*>(t->src) + t->posted, slot,
+                                 d.chunkBytes / kernels::dtypeSize(t->dtype), t->dtype, t->op);
         }
       } else if (t->kind == Transfer::Recv) {
         std::memcpy(dst, src, d.chunkBytes);

@@ -47,6 +47,8 @@ class LocalConnection final : public Connection {
   // peer region mapped last (a one-entry cache in front of mapPeerRegion's).
   int sharedToPeer_ = -1;  ///< -1 unknown yet; 1 if the peer can map our shared regions
   size_t sharedMin_;
+  size_t sharedRewriteMin_;  ///< sharedMin_ for sends the operation overwrites later (Transfer::rewritten)
+  size_t claimMax_;  ///< slot chunks up to this size are consumed with line ownership
   const Transfer* sendLooked_ = nullptr;
   bool sendShared_ = false;
   int sendFd_ = -1;

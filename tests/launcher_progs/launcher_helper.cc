@@ -10,6 +10,8 @@
 //   lines COUNT         print COUNT numbered lines, one write each
 //   longline BYTES      print one line of BYTES 'x'
 //   stdin               read stdin and report what came
+//   cpus                print the CPUs it may run on: "cpus=<count> list=<c0>,<c1>,..."
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -61,6 +63,16 @@ int main(int argc, char** argv) {
     }
     writeAll(1, "pid=" + std::to_string(getpid()) + "\n");
     writeAll(2, "stderr of rank " + std::to_string(rank) + "\n");
+    return 0;
+  }
+  if (mode == "cpus") {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return 3;
+    std::string list;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) list += (list.empty() ? "" : ",") + std::to_string(c);
+    writeAll(1, "cpus=" + std::to_string(CPU_COUNT(&set)) + " list=" + list + "\n");
     return 0;
   }
   if (mode == "args") {
