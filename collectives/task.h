@@ -63,7 +63,7 @@ class Task {
     const char* src2;
     char* dst;
     size_t count;
-    bool rewritten;  ///< Send: the task writes src's memory again (Transfer::rewritten)
+    bool rewritten;  ///< Send: src's memory is written again soon (Transfer::rewritten)
   };
   /// Resolves a collective (algorithm from the tuner or STRATA_ALGO) and runs its pre-work.
   Status initCollective(Comm& comm, const CollCall& call);

@@ -7,11 +7,10 @@
 #include "transport/local_connection.h"
 
 #include <errno.h>
-
-#include <algorithm>
 #include <signal.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -152,7 +151,7 @@ Status LocalConnection::progressRecvs(bool* progressed) {
         // A small chunk in our staging slot: consumed, so the sender's next copy into the slot finds
         // its lines modified here rather than shared (kernels/consume.h). Large chunks stream through
         // the slots: their lines leave our cache before the sender comes back, and dirty ones would
-        // cost a write-back (measured slower from 256 KiB, docs/PERFORMANCE.md).
+        // cost a write-back (no faster from 256 KiB, slower at 8 MiB: docs/PERFORMANCE.md).
         char* slot = mine_->slotData(peer_, inTail_);
         if (t->kind == Transfer::Recv) {
           kernels::consumeCopy(dst, slot, d.chunkBytes);
