@@ -208,9 +208,9 @@ Status startRootServer(UniqueIdData* d, bool persistent) {
   return OkStatus();
 }
 
-Status createUniqueId(strataUniqueId* out, bool persistent) {
+Status createUniqueId(strataUniqueId* out, bool persistent, uint32_t rootAddr) {
   UniqueIdData d;
-  d.rootAddr = net::advertisedAddr();
+  d.rootAddr = rootAddr ? rootAddr : net::advertisedAddr();
   d.rootPort = 0;
   randomBytes(d.secret, sizeof(d.secret));
   randomBytes(&d.commTag, sizeof(d.commTag));

@@ -46,8 +46,9 @@ bool uniqueIdFromHex(const std::string& hex, strataUniqueId* id);
 /// Creates a unique id and starts its root server on a background thread in this process. A
 /// one-shot root serves one rendezvous and exits; a persistent root (strata-run's) serves rounds
 /// of `nranks` joins until the process exits, so a program may create several communicators with
-/// the job's id, one after the other.
-Status createUniqueId(strataUniqueId* id, bool persistent);
+/// the job's id, one after the other. `rootAddr` (network order; 0: the advertised address) is
+/// where ranks reach the root, e.g. strata-run's address on a virtual cluster's bridge.
+Status createUniqueId(strataUniqueId* id, bool persistent, uint32_t rootAddr = 0);
 /// Starts a root server for `d` on d->rootPort (0: any port, written back). Used by
 /// createUniqueId and by environment launches where rank 0 serves an agreed port.
 Status startRootServer(UniqueIdData* d, bool persistent);
