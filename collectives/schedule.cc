@@ -34,6 +34,7 @@ const char* algoName(Algo a) {
     case Algo::Pairwise: return "pairwise";
     case Algo::Bruck: return "bruck";
     case Algo::Linear: return "linear";
+    case Algo::Hier: return "hier";
   }
   return "?";
 }
@@ -43,7 +44,8 @@ bool parseAlgo(const std::string& name, Algo* out) {
   lower.reserve(name.size());
   for (char ch : name) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
   static constexpr Algo kAll[] = {Algo::Auto,    Algo::Ring,     Algo::Rhd,   Algo::Tree,  Algo::Direct,
-                                  Algo::OneShot, Algo::Pairwise, Algo::Bruck, Algo::Linear};
+                                  Algo::OneShot, Algo::Pairwise, Algo::Bruck, Algo::Linear,
+                                  Algo::Hier};
   for (Algo a : kAll) {
     if (lower == algoName(a)) {
       if (out) *out = a;

@@ -13,6 +13,9 @@
 #include <vector>
 
 namespace strata {
+namespace topology {
+class CommLayout;
+}
 
 /// The collectives that have schedules (send/recv are not collectives: the executor builds their
 /// ops directly).
@@ -39,9 +42,10 @@ enum class Algo : uint8_t {
   Pairwise,  ///< all-to-all: n-1 steps, step s exchanges with rank +s / -s
   Bruck,     ///< all-to-all: log2(n) steps of combined blocks (small messages)
   Linear,    ///< root sends to / receives from every rank (gather, scatter, broadcast, reduce)
+  Hier,      ///< hierarchical: intra-node phases around inter-node phases on every rail (layout)
 };
 const char* algoName(Algo a);
-/// Parses "ring", "rhd", "tree", "direct", "oneshot", "pairwise", "bruck", "linear", "auto";
+/// Parses "ring", "rhd", "tree", "direct", "oneshot", "pairwise", "bruck", "linear", "hier", "auto";
 /// false if unknown.
 bool parseAlgo(const std::string& name, Algo* out);
 
@@ -130,6 +134,9 @@ struct CollArgs {
   int rank = 0;
   int root = 0;
   size_t count = 0;
+  /// Where the ranks sit (nodes, local ranks, rails); the communicator's, identical on every rank.
+  /// Only hierarchical schedules read it; null means one node.
+  const topology::CommLayout* layout = nullptr;
 };
 
 /// True if `algo` implements `coll`.

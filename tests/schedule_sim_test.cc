@@ -15,7 +15,7 @@ namespace strata {
 namespace {
 
 constexpr Algo kAlgos[] = {Algo::Ring,    Algo::Rhd,      Algo::Tree,  Algo::Direct,
-                           Algo::OneShot, Algo::Pairwise, Algo::Bruck, Algo::Linear};
+                           Algo::OneShot, Algo::Pairwise, Algo::Bruck, Algo::Linear, Algo::Hier};
 constexpr CollType kColls[] = {CollType::AllReduce, CollType::ReduceScatter, CollType::AllGather,
                                CollType::Broadcast, CollType::Reduce,        CollType::AllToAll,
                                CollType::Gather,    CollType::Scatter};
@@ -86,7 +86,9 @@ TEST(AlgoSupport, MatchesTheDocumentedTable) {
       {Algo::Direct, C::AllGather},   {Algo::OneShot, C::AllReduce},   {Algo::OneShot, C::Reduce},
       {Algo::OneShot, C::Broadcast},  {Algo::Pairwise, C::AllToAll},   {Algo::Bruck, C::AllToAll},
       {Algo::Linear, C::Broadcast},   {Algo::Linear, C::Reduce},       {Algo::Linear, C::Gather},
-      {Algo::Linear, C::Scatter},     {Algo::Linear, C::AllToAll},
+      {Algo::Linear, C::Scatter},     {Algo::Linear, C::AllToAll},     {Algo::Hier, C::AllReduce},
+      {Algo::Hier, C::ReduceScatter}, {Algo::Hier, C::AllGather},      {Algo::Hier, C::Broadcast},
+      {Algo::Hier, C::Reduce},        {Algo::Hier, C::AllToAll},
   };
   for (Algo a : kAlgos)
     for (C c : kColls) EXPECT_EQ(algoSupports(a, c), want.count({a, c}) == 1) << algoName(a) << " " << collName(c);

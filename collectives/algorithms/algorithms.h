@@ -87,4 +87,24 @@ void linearGather(const CollArgs& a, Schedule* s);
 void linearScatter(const CollArgs& a, Schedule* s);
 void linearAllToAll(const CollArgs& a, Schedule* s);
 
+void hierAllReduce(const CollArgs& a, Schedule* s);
+void hierReduceScatter(const CollArgs& a, Schedule* s);
+void hierAllGather(const CollArgs& a, Schedule* s);
+void hierBroadcast(const CollArgs& a, Schedule* s);
+void hierReduce(const CollArgs& a, Schedule* s);
+void hierAllToAll(const CollArgs& a, Schedule* s);
+
+/// Composition: appends `sub`, the schedule of one member of a sub-group, to `s` as new steps.
+/// The sub-group's rank p is the parent's members[p]; the sub-schedule's Input, Output and
+/// Scratch slices become `input`, `output` and `scratch` (each plus the slice's offset). The
+/// caller sizes s->scratchElems to cover scratch.offset + sub.scratchElems.
+struct SubBuffers {
+  Slice input, output, scratch;
+};
+void appendSub(Schedule* s, const Schedule& sub, const std::vector<int>& members, const SubBuffers& b);
+/// Builds the schedule of `subRank` in a sub-group of `members.size()` ranks running `algo` on
+/// `coll` and appends it with appendSub (scratch grows to fit).
+void appendSubCollective(Schedule* s, Algo algo, CollType coll, const std::vector<int>& members, int subRank,
+                         int subRoot, size_t count, const SubBuffers& b);
+
 }  // namespace strata::algo

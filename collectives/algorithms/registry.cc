@@ -64,6 +64,16 @@ Builder builderFor(Algo algo, CollType coll) {
         case C::AllToAll: return algo::linearAllToAll;
         default: return nullptr;
       }
+    case Algo::Hier:
+      switch (coll) {
+        case C::AllReduce: return algo::hierAllReduce;
+        case C::ReduceScatter: return algo::hierReduceScatter;
+        case C::AllGather: return algo::hierAllGather;
+        case C::Broadcast: return algo::hierBroadcast;
+        case C::Reduce: return algo::hierReduce;
+        case C::AllToAll: return algo::hierAllToAll;
+        default: return nullptr;
+      }
     case Algo::Auto: return nullptr;
   }
   return nullptr;
