@@ -10,6 +10,8 @@
 #include <thread>
 #include <unordered_set>
 
+#include "collectives/job_topology.h"
+#include "collectives/tuner.h"
 #include "kernels/host_reduce.h"
 #include "topology/host_identity.h"
 #include "transport/config.h"
@@ -48,7 +50,7 @@ bool isLiveComm(const strataComm* c) {
   return live().set.count(c) != 0;
 }
 
-RankInfo localRankInfo(int rank) {
+Status localRankInfo(int rank, RankInfo* out) {
   RankInfo info;
   std::memset(static_cast<void*>(&info), 0, sizeof(info));  // no uninitialised padding on the wire
   info.rank = rank;
@@ -62,7 +64,9 @@ RankInfo localRankInfo(int rank) {
   if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) info.cpuMask[0] = 1;
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &cpus)) info.cpuMask[(c / 64) % 4] |= uint64_t(1) << (c % 64);
-  return info;
+  STRATA_RETURN_IF_ERROR(fillNodeIdentity(rank, &info));
+  *out = info;
+  return OkStatus();
 }
 
 bool ranksOutnumberCpus(const std::vector<RankInfo>& infos, int rank) {
@@ -81,8 +85,10 @@ bool ranksOutnumberCpus(const std::vector<RankInfo>& infos, int rank) {
 Status Comm::create(const strataUniqueId& id, int nranks, int rank, const strataConfig_t* cfg,
                     std::unique_ptr<Comm>* out) {
   STRATA_RETURN_IF_ERROR(configStatus());
+  RankInfo self;
+  STRATA_RETURN_IF_ERROR(localRankInfo(rank, &self));
   std::unique_ptr<Bootstrap> bs;
-  STRATA_RETURN_IF_ERROR(Bootstrap::join(id, rank, nranks, localRankInfo(rank), config().joinTimeoutSec, &bs));
+  STRATA_RETURN_IF_ERROR(Bootstrap::join(id, rank, nranks, self, config().joinTimeoutSec, &bs));
   std::unique_ptr<Comm> c(new Comm());
   STRATA_RETURN_IF_ERROR(c->init(std::move(bs), cfg));
   *out = std::move(c);
@@ -96,11 +102,14 @@ Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg) {
   nranks_ = bootstrap_->nranks();
   if (cfg && cfg->commName) name_ = cfg->commName;
   const auto& infos = bootstrap_->infos();
-  allLocal_ = config().transport != "tcp";
-  for (const RankInfo& i : infos) allLocal_ = allLocal_ && i.hostHash == infos[0].hostHash;
+  layout_ = layoutFromInfos(infos);
+  costModel_ = std::make_unique<CostModel>(layout_, jobLinkCosts());
+  allLocal_ = config().transport != "tcp" && layout_.nnodes() == 1;
   oversubscribed_ = ranksOutnumberCpus(infos, rank_);
   customOps_.resize(4);
-  Status st = setupTransports(*bootstrap_, &transports_);
+  if (rank_ == 0 && layout_.nnodes() > 1)
+    log::info("communicator{}: {} ranks on {}", name_.empty() ? "" : " " + name_, nranks_, layout_.describe());
+  Status st = setupTransports(*bootstrap_, layout_, &transports_);
   if (!st.ok()) return Status(st.code(), fmt::format("rank {}: transport setup failed: {}", rank_, st.message()));
   log::info("rank {} of {}: communicator ready{}", rank_, nranks_, name_.empty() ? "" : " (" + name_ + ")");
   return OkStatus();
@@ -115,7 +124,10 @@ Status Comm::split(int color, int key, const strataConfig_t* cfg, std::unique_pt
   std::memset(static_cast<void*>(&mine), 0, sizeof(mine));
   mine.color = color;
   mine.key = key;
-  mine.info = localRankInfo(rank_);
+  // The member keeps its node (a virtual node of the topology file stays the same node).
+  STRATA_RETURN_IF_ERROR(localRankInfo(-1, &mine.info));
+  mine.info.nodeHash = bootstrap_->infos()[rank_].nodeHash;
+  std::memcpy(mine.info.nodeName, bootstrap_->infos()[rank_].nodeName, sizeof(mine.info.nodeName));
   int lfd = -1;
   if (color != STRATA_SPLIT_NOCOLOR) STRATA_RETURN_IF_ERROR(Bootstrap::openListener(&lfd, &mine.info));
   std::vector<Entry> all(static_cast<size_t>(nranks_));
@@ -244,6 +256,23 @@ const Schedule& Comm::schedule(Algo algo, const CollArgs& a) {
   victim->lastUse = scheduleClock_;
   buildSchedule(algo, a, &victim->schedule);
   return victim->schedule;
+}
+
+Algo Comm::chooseAlgo(CollType coll, size_t count, size_t elemBytes) {
+  for (const TunedChoice& t : tuned_)
+    if (t.coll == coll && t.count == count && t.elemBytes == elemBytes) return t.algo;
+  TunerInput in{coll, nranks_, 0, allLocal_};
+  const bool perRank = coll == CollType::ReduceScatter || coll == CollType::AllGather || coll == CollType::AllToAll ||
+                       coll == CollType::Gather || coll == CollType::Scatter;
+  in.bytes = count * elemBytes * (perRank ? static_cast<size_t>(nranks_) : 1);
+  in.count = count;
+  in.elemBytes = elemBytes;
+  in.model = costModel_.get();
+  const Algo a = strata::chooseAlgo(in);
+  if (tuned_.size() >= kScheduleCacheSize) tuned_.erase(tuned_.begin());
+  tuned_.reserve(kScheduleCacheSize);
+  tuned_.push_back(TunedChoice{coll, count, elemBytes, a});
+  return a;
 }
 
 char* Comm::scratch(size_t bytes) {

@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "collectives/cost_model.h"
 #include "collectives/device_exec.h"
 #include "collectives/schedule.h"
+#include "topology/layout.h"
 #include "strata/strata.h"
 #include "transport/bootstrap.h"
 #include "transport/status.h"
@@ -43,9 +45,16 @@ class Comm : public strataComm {
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   const std::string& name() const { return name_; }
-  /// True when every rank of the comm is on one machine and reachable without the network (the
+  /// True when every rank of the comm is on one node and reachable without the network (the
   /// same answer on every rank, so tuner choices agree).
   bool allLocal() const { return allLocal_; }
+  /// Where the ranks sit (nodes, local ranks, rails); identical on every rank.
+  const topology::CommLayout& layout() const { return layout_; }
+  /// The alpha-beta model over this layout (tuner, placement reports, planners).
+  const CostModel& costModel() const { return *costModel_; }
+  /// The algorithm for a collective of `count` elements of `elemBytes`: STRATA_ALGO, else the
+  /// measured size thresholds on one node, else the cost model's fastest (cached per shape).
+  Algo chooseAlgo(CollType coll, size_t count, size_t elemBytes);
   /// More ranks of this communicator on this machine than cores this process may use: waits
   /// yield the core from the first poll instead of spinning.
   bool oversubscribed() const { return oversubscribed_; }
@@ -90,6 +99,14 @@ class Comm : public strataComm {
 
   int rank_ = 0, nranks_ = 1;
   bool allLocal_ = true;
+  topology::CommLayout layout_;
+  std::unique_ptr<CostModel> costModel_;
+  struct TunedChoice {
+    CollType coll;
+    size_t count, elemBytes;
+    Algo algo;
+  };
+  std::vector<TunedChoice> tuned_;
   bool oversubscribed_ = false;
   uint64_t splitCount_ = 0;
   std::string name_;
@@ -126,8 +143,9 @@ bool isLiveComm(const strataComm* c);
 /// is still live (callers cache the answer per thread and skip the registry's lock).
 uint64_t commRegistryGeneration();
 
-/// This process's RankInfo for a rank about to join (its CPU mask included).
-RankInfo localRankInfo(int rank);
+/// This process's RankInfo for a rank about to join (its CPU mask, node identity and interfaces
+/// included); fails when the topology file cannot be used.
+Status localRankInfo(int rank, RankInfo* out);
 /// True when `rank`'s machine has more ranks of `infos` than CPUs those ranks may run on together
 /// (each may be bound to its own CPU by its launcher, so one rank's mask alone does not tell).
 /// Waits of oversubscribed ranks yield the core from the first idle poll.

@@ -438,10 +438,37 @@ class Sim {
     return reduceRange(m + s, m + phys(r, op.src2), m + d, count, r, step, oi);
   }
 
+  // ---- timing (SimOptions::links) --------------------------------------------------------------
+  std::vector<double> resourceFree_;
+  void timeMessage(int src, int dst, size_t count, const std::vector<double>& tStart, std::vector<double>& tFinish) {
+    const LinkModel& m = *opt_.links;
+    const double bytes = static_cast<double>(count * opt_.elemBytes);
+    double begin = std::max(tStart[src], tStart[dst]);
+    int res[2];
+    const int nres = m.resources(src, dst, res);
+    for (int k = 0; k < nres; ++k) begin = std::max(begin, resourceFree_[res[k]]);
+    const double busy = bytes * m.secondsPerByte(src, dst);
+    for (int k = 0; k < nres; ++k) resourceFree_[res[k]] = begin + busy;
+    const double end = begin + busy + m.latency(src, dst);
+    tFinish[src] = std::max(tFinish[src], end);
+    tFinish[dst] = std::max(tFinish[dst], end);
+  }
+  double localSeconds(int r, const Schedule::Step& st) const {
+    size_t elems = 0;
+    for (uint32_t oi = st.firstOp; oi < st.firstOp + st.numOps; ++oi) {
+      const Op& op = sch_[r].ops[oi];
+      if (op.code == OpCode::Copy && !noopCopy(r, op)) elems += op.count;
+      if (op.code == OpCode::Reduce) elems += 2 * op.count;
+    }
+    return static_cast<double>(elems * opt_.elemBytes) * opt_.links->localSecondsPerByte(r);
+  }
+
   // ---- rendezvous execution --------------------------------------------------------------------
   void execute() {
     std::vector<uint32_t> cur(n_, 0);
     std::vector<int> pending(n_, 0), start(n_, 0), finish(n_, 0);
+    std::vector<double> tStart(opt_.links ? n_ : 0, 0.0), tFinish(opt_.links ? n_ : 0, 0.0);
+    if (opt_.links) resourceFree_.assign(static_cast<size_t>(opt_.links->resourceCount()), 0.0);
     std::vector<char> done(base_[n_], 0);
     auto enter = [&](int r) {
       pending[r] = 0;
@@ -470,12 +497,19 @@ class Sim {
             const int t = std::max(start[r], start[op.peer]) + 1;
             finish[r] = std::max(finish[r], t);
             finish[op.peer] = std::max(finish[op.peer], t);
+            if (opt_.links) timeMessage(op.code == OpCode::Send ? r : op.peer, op.code == OpCode::Send ? op.peer : r,
+                                        op.count, tStart, tFinish);
             progress = true;
           }
           if (pending[r]) break;
           if (opt_.values)
             for (uint32_t oi = st.firstOp; oi < st.firstOp + st.numOps; ++oi)
               if (!isComm(s.ops[oi].code) && !runLocal(r, cur[r], oi)) return;
+          if (opt_.links) {
+            // Local ops run when the step begins, beside its transfers.
+            const double local = localSeconds(r, st);
+            tStart[r] = tFinish[r] = std::max(tFinish[r], tStart[r] + local);
+          }
           start[r] = finish[r] = std::max(start[r], finish[r]);
           ++cur[r];
           enter(r);
@@ -484,6 +518,7 @@ class Sim {
       }
     }
     for (int r = 0; r < n_; ++r) res_.depth = std::max(res_.depth, start[r]);
+    for (double t : tStart) res_.seconds = std::max(res_.seconds, t);
     std::string blocked;
     int shown = 0;
     for (int r = 0; r < n_; ++r) {

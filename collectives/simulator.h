@@ -41,12 +41,35 @@ struct SimResult {
   size_t maxRecvElems = 0;  ///< max over ranks of elements received
   size_t maxScratchElems = 0;
   size_t maxOps = 0;  ///< max over ranks of ops in its schedule
+  /// With SimOptions::links: predicted seconds until the last rank finishes (0 otherwise).
+  double seconds = 0;
+};
+
+/// What a message costs, for timed simulation (the cost model implements it from the topology).
+/// A message a -> b of B bytes starts when both ranks are in its step and every resource it
+/// occupies is free; it holds the resources for B * secondsPerByte and completes latency later.
+/// Resources are shared links (a node's egress or ingress on one rail): messages on one resource
+/// are serialised, which is how contention shows up. Approximation: messages are placed on
+/// resources in the simulator's matching order, not strictly in time order.
+class LinkModel {
+ public:
+  virtual ~LinkModel() = default;
+  virtual double latency(int a, int b) const = 0;
+  virtual double secondsPerByte(int a, int b) const = 0;
+  /// Writes up to 2 resource ids (< resourceCount()) the message a -> b occupies; returns how many.
+  virtual int resources(int a, int b, int out[2]) const = 0;
+  virtual int resourceCount() const = 0;
+  /// Seconds per byte of a local copy or reduction on rank r (bytes written).
+  virtual double localSecondsPerByte(int r) const = 0;
 };
 
 struct SimOptions {
   /// false: build, check and match the schedules and compute the statistics, but do not execute
   /// values (no n <= 64 limit; memory is not allocated). For costing.
   bool values = true;
+  /// Non-null: time the schedules with this model (SimResult::seconds).
+  const LinkModel* links = nullptr;
+  size_t elemBytes = 4;  ///< bytes per element, for timing
 };
 
 /// Builds the schedules of ranks 0..args.nranks-1 (args.rank is ignored) with `algo` and simulates

@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "collectives/comm.h"
-#include "collectives/tuner.h"
 #include "transport/config.h"
 #include "transport/log.h"
 #include "transport/socket.h"
@@ -107,10 +106,9 @@ Status Task::initCollective(Comm& comm, const CollCall& call) {
   if ((call.coll == CollType::Broadcast || call.coll == CollType::Scatter) && !isRoot) input_ = nullptr;
   if ((call.coll == CollType::Reduce || call.coll == CollType::Gather) && !isRoot) output_ = nullptr;
 
-  const Algo algo = chooseAlgo(TunerInput{call.coll, n, ext.in > ext.out ? ext.in * esize_ : ext.out * esize_,
-                                          comm.allLocal()});
+  const Algo algo = comm.chooseAlgo(call.coll, call.count, esize_);
   algo_ = algo;
-  const Schedule& sched = comm.schedule(algo, CollArgs{call.coll, n, r, call.root, call.count});
+  const Schedule& sched = comm.schedule(algo, CollArgs{call.coll, n, r, call.root, call.count, &comm.layout()});
 
   // Staging: pre-multiplied sums scale the input into scratch; in-place all-to-all copies it.
   const CustomOp* custom = reduction ? comm.customOp(call.op) : nullptr;

@@ -1,8 +1,9 @@
-// tuner.cc: size thresholds per collective. Small messages are latency-bound (fewest steps wins:
-// one-shot, recursive doubling, trees, Bruck); large ones are bandwidth-bound (ring, pairwise).
-// The thresholds are first estimates, to be replaced by the cost model as measurements arrive.
+// tuner.cc: on one node, size thresholds per collective measured on the machines we have (small
+// messages are latency-bound: one-shot, recursive doubling, trees, Bruck; large ones bandwidth-bound:
+// ring, pairwise). Across nodes, the cost model (cost_model.h) times each candidate.
 #include "collectives/tuner.h"
 
+#include "collectives/cost_model.h"
 #include "transport/config.h"
 
 namespace strata {
@@ -34,12 +35,60 @@ static Algo defaultAlgo(const TunerInput& in) {
   return Algo::Ring;
 }
 
+int tunerCandidates(CollType coll, int n, Algo out[8]) {
+  int k = 0;
+  const bool small = n <= 16;  // one-shot and direct schedules grow with n^2
+  switch (coll) {
+    case CollType::AllReduce:
+      out[k++] = Algo::Hier, out[k++] = Algo::Ring, out[k++] = Algo::Rhd, out[k++] = Algo::Tree;
+      if (small) out[k++] = Algo::Direct, out[k++] = Algo::OneShot;
+      break;
+    case CollType::ReduceScatter:
+    case CollType::AllGather:
+      out[k++] = Algo::Hier, out[k++] = Algo::Ring, out[k++] = Algo::Rhd;
+      if (small) out[k++] = Algo::Direct;
+      break;
+    case CollType::Broadcast:
+    case CollType::Reduce:
+      out[k++] = Algo::Hier, out[k++] = Algo::Ring, out[k++] = Algo::Tree;
+      break;
+    case CollType::AllToAll:
+      out[k++] = Algo::Hier, out[k++] = Algo::Pairwise, out[k++] = Algo::Bruck;
+      break;
+    case CollType::Gather:
+    case CollType::Scatter:
+      out[k++] = Algo::Linear, out[k++] = Algo::Tree;
+      break;
+  }
+  return k;
+}
+
+// Timing every candidate costs O(n * steps) per new shape; beyond this many ranks the tuner
+// takes the hierarchical algorithm across nodes without simulating.
+constexpr int kMaxSimulatedRanks = 512;
+
+static Algo modelAlgo(const TunerInput& in) {
+  const topology::CommLayout& l = in.model->layout();
+  if (in.nranks > kMaxSimulatedRanks)
+    return algoSupports(Algo::Hier, in.coll) && l.uniform() ? Algo::Hier : defaultAlgo(in);
+  Algo cand[8];
+  const int k = tunerCandidates(in.coll, in.nranks, cand);
+  Algo best = defaultAlgo(in);
+  double bestT = -1;
+  for (int i = 0; i < k; ++i) {
+    const double t = in.model->predict(cand[i], in.coll, in.count, in.elemBytes);
+    if (t >= 0 && (bestT < 0 || t < bestT)) bestT = t, best = cand[i];
+  }
+  return best;
+}
+
 Algo chooseAlgo(const TunerInput& in) {
   const std::string& forced = config().algo;
   if (forced != "auto") {
     Algo a;
     if (parseAlgo(forced, &a) && a != Algo::Auto && algoSupports(a, in.coll)) return a;
   }
+  if (in.model && !in.allLocal && in.model->layout().nnodes() > 1) return modelAlgo(in);
   return defaultAlgo(in);
 }
 

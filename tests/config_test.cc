@@ -1,10 +1,12 @@
 // config_test.cc: the configuration registry (typed parsing, errors naming the variable, the
 // documented table) and launch-environment helpers.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 
 #include "collectives/launch_env.h"
 #include "support/thread_ranks.h"
 #include "transport/config.h"
+#include "transport/socket.h"
 
 using namespace strata;
 
@@ -40,10 +42,41 @@ TEST(Config, EveryEntryIsDocumented) {
   auto entries = describeConfig();
   EXPECT_GE(entries.size(), 15u);
   for (const auto& e : entries) {
-    EXPECT_EQ(e.name.rfind("STRATA_", 0), 0u) << e.name;
+    EXPECT_TRUE(e.name.rfind("STRATA_", 0) == 0 || e.name == "NCCL_SOCKET_IFNAME") << e.name;
     EXPECT_FALSE(e.help.empty()) << e.name;
     EXPECT_FALSE(e.type.empty()) << e.name;
   }
+}
+
+TEST(Config, InterfaceListsFollowNcclSyntax) {
+  EXPECT_TRUE(net::interfaceMatches("eth", "eth0"));
+  EXPECT_TRUE(net::interfaceMatches("ib,eth", "eth1"));
+  EXPECT_FALSE(net::interfaceMatches("ib,eth", "enp3s0"));
+  EXPECT_FALSE(net::interfaceMatches("^lo,docker", "lo"));
+  EXPECT_FALSE(net::interfaceMatches("^lo,docker", "docker0"));
+  EXPECT_TRUE(net::interfaceMatches("^lo,docker", "rail0"));
+  EXPECT_TRUE(net::interfaceMatches("=eth0", "eth0"));
+  EXPECT_FALSE(net::interfaceMatches("=eth0", "eth01"));
+  EXPECT_FALSE(net::interfaceMatches("^=eth0", "eth0"));
+  EXPECT_TRUE(net::interfaceMatches("^=eth0", "eth01"));
+}
+
+TEST(Config, SocketIfnameSelectsInterfacesAndNcclNameIsHonoured) {
+  ASSERT_EQ(setenv("NCCL_SOCKET_IFNAME", "=lo", 1), 0);
+  ASSERT_TRUE(reloadConfig().ok());
+  std::vector<net::Interface> ifs = net::usableInterfaces();
+  ASSERT_EQ(ifs.size(), 1u);
+  EXPECT_EQ(ifs[0].name, "lo");
+  EXPECT_EQ(net::advertisedAddr(), htonl(INADDR_LOOPBACK));
+  ASSERT_EQ(setenv("STRATA_SOCKET_IFNAME", "no-such-interface", 1), 0);  // strata's name wins
+  ASSERT_TRUE(reloadConfig().ok());
+  EXPECT_TRUE(net::usableInterfaces().empty());
+  unsetenv("NCCL_SOCKET_IFNAME");
+  unsetenv("STRATA_SOCKET_IFNAME");
+  ASSERT_TRUE(reloadConfig().ok());
+  const std::vector<net::Interface> dflt = net::usableInterfaces();
+  if (dflt.size() > 1)
+    for (const net::Interface& f : dflt) EXPECT_NE(f.name, "lo") << "loopback only when nothing else is up";
 }
 
 TEST(LaunchEnv, SlurmHostLists) {

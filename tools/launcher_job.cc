@@ -82,6 +82,7 @@ bool Job::start(Rank& r) {
     spec.setEnv.push_back({"STRATA_LOCAL_RANK", std::to_string(r.rank)});
     spec.unsetEnv = {"STRATA_NTHREADS"};
     if (!opt_.cpus.empty()) spec.cpu = opt_.cpus[r.rank];
+    if (opt_.placeRank) opt_.placeRank(r.rank, &spec);
   }
   int err = 0;
   std::string what;

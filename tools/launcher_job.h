@@ -2,8 +2,11 @@
 // exits, the timeout and the launcher's own signals, and decides the exit code.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "tools/launcher_proc.h"
 
 namespace strata::launcher {
 
@@ -17,6 +20,8 @@ struct JobOptions {
   std::vector<std::string> argv;
   std::string uniqueIdHex;   ///< STRATA_UNIQUE_ID
   std::vector<int> cpus;     ///< non-empty: rank r is bound to cpus[r] (launcher_bind.h)
+  /// Set: called for each rank process before it starts, to put it on its node (vcluster.h).
+  std::function<void(int rank, RankSpec* spec)> placeRank;
 };
 
 /// The signals the launcher handles itself: blocked in every thread (call before starting any

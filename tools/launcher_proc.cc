@@ -5,9 +5,11 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +46,51 @@ void closeFd(int& fd) {
   fd = -1;
 }
 
+// What the child reports on its exec pipe when a step before exec fails: {step, errno}.
+enum ChildStep : int { kExecve = 0, kSetns, kUnshare, kSethostname };
+const char* const kStepNames[] = {"execve", "setns", "unshare", "sethostname"};
+
+[[noreturn]] void childFail(int fd, ChildStep step) {
+  int msg[2] = {step, errno};
+  ssize_t w = write(fd, msg, sizeof(msg));
+  (void)w;
+  _exit(127);
+}
+
+// Child side, async-signal-safe: a warning line on `fd` (the rank's stderr pipe).
+void childWarn(int fd, const char* what) {
+  const char head[] = "strata-run: warning: cannot remount /sys in the virtual node (";
+  const char tail[] = " failed); /sys/class/net shows the host's interfaces\n";
+  ssize_t w = write(fd, head, sizeof(head) - 1);
+  w = write(fd, what, strlen(what));
+  w = write(fd, tail, sizeof(tail) - 1);
+  (void)w;
+}
+
+// Child side, async-signal-safe: a mount namespace of its own (not propagating back), with sysfs
+// mounted over /sys by the new network namespace and the old /sys/fs/cgroup bound back in.
+void childRemountSys(unsigned long sysFlags, int warnFd) {
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return childWarn(warnFd, "making / a slave");
+  int cg = open("/sys/fs/cgroup", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  struct stat sysSt, cgSt;
+  bool cgMounted = cg >= 0 && stat("/sys", &sysSt) == 0 && fstat(cg, &cgSt) == 0 && sysSt.st_dev != cgSt.st_dev;
+  if (mount("sysfs", "/sys", "sysfs", sysFlags, nullptr) != 0) {
+    childWarn(warnFd, "mounting sysfs");
+  } else if (cgMounted) {
+    char path[32] = "/proc/self/fd/";
+    char digits[12];
+    int n = 0;
+    for (unsigned v = static_cast<unsigned>(cg); n == 0 || v > 0; v /= 10)
+      digits[n++] = static_cast<char>('0' + v % 10);
+    size_t len = strlen(path);
+    while (n > 0) path[len++] = digits[--n];
+    path[len] = '\0';
+    if (mount(path, "/sys/fs/cgroup", nullptr, MS_BIND | MS_REC, nullptr) != 0)
+      childWarn(warnFd, "binding /sys/fs/cgroup");
+  }
+  if (cg >= 0) close(cg);
+}
+
 }  // namespace
 
 std::string resolveProgram(const std::string& prog, int* err) {
@@ -72,6 +119,15 @@ std::string signalName(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   if (abbrev) return std::string("SIG") + abbrev;
   return "signal " + std::to_string(sig);
+}
+
+void setRankEnv(RankSpec* spec, const std::string& name, const std::string& value) {
+  for (auto& kv : spec->setEnv)
+    if (kv.first == name) {
+      kv.second = value;
+      return;
+    }
+  spec->setEnv.emplace_back(name, value);
 }
 
 void initChildState() {
@@ -133,6 +189,9 @@ bool spawnRank(const RankSpec& spec, RankProc* out, int* err, std::string* what)
   cpu_set_t cpuMask;
   CPU_ZERO(&cpuMask);
   if (spec.cpu >= 0) CPU_SET(spec.cpu, &cpuMask);
+  unsigned long sysFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  struct statvfs sysVfs;
+  if (spec.netnsFd >= 0 && statvfs("/sys", &sysVfs) == 0 && (sysVfs.f_flag & ST_RDONLY)) sysFlags |= MS_RDONLY;
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return fail("fork");
@@ -145,6 +204,12 @@ bool spawnRank(const RankSpec& spec, RankProc* out, int* err, std::string* what)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the launcher died before prctl took effect
     if (spec.cpu >= 0) sched_setaffinity(0, sizeof(cpuMask), &cpuMask);  // a plain system call
+    if (spec.netnsFd >= 0) {  // before the dup2s below, which could land on the namespace's fd
+      if (setns(spec.netnsFd, CLONE_NEWNET) != 0) childFail(execPipe[1], kSetns);
+      if (unshare(CLONE_NEWUTS | CLONE_NEWNS) != 0) childFail(execPipe[1], kUnshare);
+      if (sethostname(spec.hostname.data(), spec.hostname.size()) != 0) childFail(execPipe[1], kSethostname);
+      childRemountSys(sysFlags, errPipe[1]);
+    }
     if (gDevNull >= 0) dup2(gDevNull, 0);
     dup2(outPipe[1], 1);
     dup2(errPipe[1], 2);
@@ -156,10 +221,7 @@ bool spawnRank(const RankSpec& spec, RankProc* out, int* err, std::string* what)
       for (int fd = 4; fd < 65536; ++fd) close(fd);
     }
     execve(spec.path.c_str(), argv.data(), envp.data());
-    int e = errno;
-    ssize_t w = write(3, &e, sizeof(e));
-    (void)w;
-    _exit(127);
+    childFail(3, kExecve);
   }
 
   // Parent. Also set the group here, so signals to -pid work as soon as we return.
@@ -167,17 +229,18 @@ bool spawnRank(const RankSpec& spec, RankProc* out, int* err, std::string* what)
   closeFd(outPipe[1]);
   closeFd(errPipe[1]);
   closeFd(execPipe[1]);
-  int execErr = 0;
+  int childErr[2] = {0, 0};  // {step, errno}
   ssize_t n;
-  do n = read(execPipe[0], &execErr, sizeof(execErr));
+  do n = read(execPipe[0], childErr, sizeof(childErr));
   while (n < 0 && errno == EINTR);
   closeFd(execPipe[0]);
-  if (n == static_cast<ssize_t>(sizeof(execErr))) {
+  if (n == static_cast<ssize_t>(sizeof(childErr))) {
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
-    errno = execErr;
-    return fail("execve");
+    errno = childErr[1];
+    const int step = childErr[0] >= 0 && childErr[0] <= kSethostname ? childErr[0] : kExecve;
+    return fail(kStepNames[step]);
   }
   fcntl(outPipe[0], F_SETFL, fcntl(outPipe[0], F_GETFL) | O_NONBLOCK);
   fcntl(errPipe[0], F_SETFL, fcntl(errPipe[0], F_GETFL) | O_NONBLOCK);

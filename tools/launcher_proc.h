@@ -31,7 +31,15 @@ struct RankSpec {
   std::vector<std::pair<std::string, std::string>> setEnv;   ///< set (override) in its environment
   std::vector<std::string> unsetEnv;                         ///< removed from its environment
   int cpu = -1;                                              ///< >= 0: bound to this CPU
+  /// A virtual-cluster node (tools/vcluster.h): when >= 0 the rank joins this network namespace,
+  /// and gets UTS and mount namespaces of its own with `hostname` and /sys mounted anew, so that
+  /// /sys/class/net shows the node's interfaces (as under `ip netns exec`; /sys/fs/cgroup kept).
+  int netnsFd = -1;
+  std::string hostname;
 };
+
+/// Sets `name` in `spec`'s environment, replacing an earlier setting of it.
+void setRankEnv(RankSpec* spec, const std::string& name, const std::string& value);
 
 /// A started rank: its pid (also its process group id) and the read ends of its stdout and
 /// stderr pipes (non-blocking, close-on-exec).
@@ -52,9 +60,9 @@ void ensureFdLimit(size_t needed);
 /// Forks and execs one rank. The child runs in its own process group, is SIGKILLed if the
 /// launcher dies (PR_SET_PDEATHSIG), gets the launcher's original signal mask and dispositions,
 /// stdin from /dev/null, stdout/stderr on fresh pipes, no other inherited descriptors, and
-/// the affinity of `spec.cpu` when it is set.
+/// the affinity of `spec.cpu` when it is set, and the node's namespaces of `spec.netnsFd`.
 /// On failure returns false with *err the errno of the failed step (execve's when the program
-/// could not be executed) and *what naming the step.
+/// could not be executed) and *what naming the step ("execve", "setns", "fork", ...).
 bool spawnRank(const RankSpec& spec, RankProc* out, int* err, std::string* what);
 
 }  // namespace strata::launcher

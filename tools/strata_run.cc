@@ -1,8 +1,11 @@
 // strata_run.cc: strata-run, the single-machine launcher.
 //
 //   strata-run -n N [--threads] [--timeout S] [--bind core|none] [--no-prefix] -- prog args...
-//   strata-run --config
+//   strata-run --nodes N --ppn K [--rails R] [--rail-rate RATE] [options] -- prog args...
+//   strata-run --config | --cleanup-vcluster
 //
+// With --nodes the ranks run on a virtual cluster of N network namespaces (tools/vcluster.h): node
+// r / K for rank r, each node its own hostname and R rate-limited rail interfaces.
 // Creates the job's unique id (its persistent bootstrap root lives in this process for the job's
 // life), starts N rank processes (or one process of N rank threads with --threads) with
 // STRATA_RANK / STRATA_WORLD_SIZE / STRATA_LOCAL_RANK / STRATA_LOCAL_SIZE / STRATA_UNIQUE_ID
@@ -19,12 +22,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "tools/launcher_bind.h"
 #include "tools/launcher_job.h"
 #include "tools/launcher_proc.h"
+#include "tools/vcluster.h"
 #include "transport/bootstrap.h"
 #include "transport/config.h"
 
@@ -84,10 +90,35 @@ int launcherMain(int argc, char** argv) {
       ->check(CLI::IsMember({"core", "none"}));
   app.add_flag("--no-prefix", noPrefix, "relay rank output as is, without the \"[R] \" line prefix");
   app.add_flag("--config", showConfig, "print the configuration variables (STRATA_*) and exit");
+  int nodes = 0, ppn = 0, rails = 1;
+  std::string railRate, nodePrefix;
+  bool cleanupVc = false;
+  CLI::Option* nodesOpt = app.add_option(
+      "--nodes", nodes,
+      "run on a virtual cluster of N nodes: network namespaces with their own hostnames and rail "
+      "interfaces, joined by bridges (needs root: CAP_NET_ADMIN)")
+      ->type_name("N");
+  CLI::Option* ppnOpt =
+      app.add_option("--ppn", ppn, "ranks per virtual node (rank r on node r / K); default -n / --nodes, or 1")
+          ->type_name("K");
+  CLI::Option* railsOpt =
+      app.add_option("--rails", rails, "rail interfaces rail0..rail<R-1> per virtual node (default 1)")->type_name("R");
+  CLI::Option* rateOpt = app.add_option(
+      "--rail-rate", railRate, "limit each rail of each node to RATE per direction (tc units: 1gbit, 100mbit, 10gbit)");
+  rateOpt->type_name("RATE");
+  CLI::Option* prefixOpt =
+      app.add_option("--node-prefix", nodePrefix,
+                     "virtual node i's hostname is PREFIX-node<i> (default: this host's name)")
+          ->type_name("PREFIX");
+  app.add_flag("--cleanup-vcluster", cleanupVc,
+               "remove the virtual-cluster namespaces, bridges and veths of launchers that are gone, and exit");
   app.prefix_command();
   app.footer(
       "Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_LOCAL_RANK, STRATA_LOCAL_SIZE and\n"
-      "STRATA_UNIQUE_ID. A failing rank ends the job (SIGTERM, SIGKILL 3 s later) with its exit code.");
+      "STRATA_UNIQUE_ID. A failing rank ends the job (SIGTERM, SIGKILL 3 s later) with its exit code.\n"
+      "With --nodes also STRATA_NODE, STRATA_SOCKET_IFNAME=rail (unless set), STRATA_VCLUSTER_NODES,\n"
+      "STRATA_VCLUSTER_RAILS and STRATA_VCLUSTER_RAIL_RATE (bits/s, with --rail-rate); rank r runs on\n"
+      "node r / K, whose rail<i> has address 198.18.<i>.<node+1>/24; the launcher is 198.18.0.254.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -99,13 +130,44 @@ int launcherMain(int argc, char** argv) {
     printConfig();
     return 0;
   }
+  if (cleanupVc) return strata::launcher::cleanupStaleVClusters();
 
   std::vector<std::string> cmd = app.remaining();
   bool explicitSeparator = !cmd.empty() && cmd.front() == "--";
   if (explicitSeparator) cmd.erase(cmd.begin());
   if (!explicitSeparator && !cmd.empty() && cmd.front().size() > 1 && cmd.front()[0] == '-')
     return usageError(fmt::format("unknown option '{}'", cmd.front()));
-  if (nOpt->count() == 0) return usageError("-n N (the number of ranks) is required");
+  const bool vcluster = nodesOpt->count() > 0;
+  if (!vcluster) {
+    for (CLI::Option* o : {ppnOpt, railsOpt, rateOpt, prefixOpt})
+      if (o->count() > 0) return usageError(fmt::format("{} needs --nodes", o->get_name()));
+  } else {
+    using strata::launcher::kMaxRails;
+    using strata::launcher::kMaxVNodes;
+    if (threads) return usageError("--threads cannot be used with --nodes (ranks are processes on the virtual nodes)");
+    if (nodes < 1 || nodes > kMaxVNodes)
+      return usageError(fmt::format("--nodes must be between 1 and {}, got {}", kMaxVNodes, nodes));
+    if (rails < 1 || rails > kMaxRails)
+      return usageError(fmt::format("--rails must be between 1 and {}, got {}", kMaxRails, rails));
+    if (ppnOpt->count() > 0 && ppn < 1) return usageError(fmt::format("--ppn must be at least 1, got {}", ppn));
+    if (ppnOpt->count() == 0) {
+      if (nOpt->count() > 0 && (nranks < 1 || nranks % nodes != 0))
+        return usageError(fmt::format("-n {} is not a multiple of --nodes {}; give --ppn", nranks, nodes));
+      ppn = nOpt->count() > 0 ? nranks / nodes : 1;
+    }
+    if (static_cast<long>(nodes) * ppn > kMaxRanks)
+      return usageError(fmt::format("--nodes x --ppn is more than {} ranks", kMaxRanks));
+    if (nOpt->count() > 0 && nranks != nodes * ppn)
+      return usageError(
+          fmt::format("-n {} does not match --nodes {} x --ppn {} = {}", nranks, nodes, ppn, nodes * ppn));
+    nranks = nodes * ppn;
+    if (prefixOpt->count() > 0 && !std::regex_match(nodePrefix, std::regex("[A-Za-z0-9][A-Za-z0-9-]{0,39}")))
+      return usageError(fmt::format("--node-prefix must be up to 40 letters, digits and '-', got '{}'", nodePrefix));
+  }
+  uint64_t rateBits = 0;
+  if (rateOpt->count() > 0 && !strata::launcher::parseRate(railRate, &rateBits))
+    return usageError(fmt::format("--rail-rate '{}' is not a rate (e.g. 1gbit, 100mbit, 2.5gbit)", railRate));
+  if (nOpt->count() == 0 && !vcluster) return usageError("-n N (the number of ranks) is required");
   if (nranks < 1 || nranks > kMaxRanks)
     return usageError(fmt::format("-n must be between 1 and {}, got {}", kMaxRanks, nranks));
   if (tOpt->count() > 0 && !(timeoutSec > 0))
@@ -131,8 +193,21 @@ int launcherMain(int argc, char** argv) {
     return 1;
   }
 
+  // Built before the bootstrap root starts; removed when `vc` goes, whichever way the job ends.
+  std::unique_ptr<strata::launcher::VCluster> vc;
+  if (vcluster) {
+    strata::launcher::VClusterSpec spec;
+    spec.nodes = nodes;
+    spec.ppn = ppn;
+    spec.rails = rails;
+    spec.rateBits = rateBits;
+    spec.rateText = railRate;
+    spec.hostPrefix = nodePrefix;
+    if (int rc = strata::launcher::VCluster::create(spec, signalFd, &vc); rc != 0) return rc;
+  }
+
   strataUniqueId id;
-  strata::Status st = strata::createUniqueId(&id, /*persistent=*/true);
+  strata::Status st = strata::createUniqueId(&id, /*persistent=*/true, vc ? vc->rootAddr() : 0);
   if (!st.ok()) {
     std::fprintf(stderr, "strata-run: cannot create the job's unique id: %s\n", st.message().c_str());
     return 1;
@@ -147,6 +222,7 @@ int launcherMain(int argc, char** argv) {
   opt.argv = cmd;
   opt.uniqueIdHex = strata::uniqueIdToHex(id);
   opt.cpus = strata::launcher::rankCpus(bind, nranks, threads);
+  if (vc) opt.placeRank = [&vc](int rank, strata::launcher::RankSpec* spec) { vc->placeRank(rank, spec); };
   return strata::launcher::runJob(opt, signalFd);
 }
 

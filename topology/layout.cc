@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace strata::topology {
@@ -61,6 +62,11 @@ LinkClass CommLayout::link(int a, int b) const {
     return nvlink_[a] && nvlink_[b] ? LinkClass::NvLink : LinkClass::Pcie;
   if (process_[a] == process_[b]) return LinkClass::SameProcess;
   return LinkClass::SharedMemory;
+}
+
+int CommLayout::messageRail(int a, int b) const {
+  if (rail_[a] >= 0 && rail_[a] == rail_[b]) return rail_[a];
+  return std::max(rail_[std::min(a, b)], 0);
 }
 
 std::string CommLayout::describe() const {

@@ -49,6 +49,9 @@ class CommLayout {
   const std::string& nodeName(int k) const { return nodeName_[k]; }
   /// The link between two ranks (a != b).
   LinkClass link(int a, int b) const;
+  /// The rail a message between ranks of different nodes takes: their common home rail, else the
+  /// lower rank's (the tcp transport connects on it); 0 when rails are unknown.
+  int messageRail(int a, int b) const;
   /// Node-major with ascending local ranks: node k holds ranks k*ppn .. k*ppn+ppn-1.
   bool blocked() const { return blocked_; }
   /// "2 nodes x 4 ranks" / "3 nodes (2, 4, 2 ranks)".

@@ -302,9 +302,23 @@ Status Bootstrap::connectRing() {
   return acceptPeer((rank_ + nranks_ - 1) % nranks_, kRing, 0, deadline, &prevFd_);
 }
 
-Status Bootstrap::connectPeer(int peer, Kind kind, int index, double deadline, int* fd) {
+uint32_t railAddress(const RankInfo& self, const RankInfo& peer, int rail, uint32_t* from) {
+  *from = 0;
+  if (rail < 0 || static_cast<uint32_t>(rail) >= self.nifs) return peer.addr;
+  const uint32_t mine = self.ifAddr[rail], mask = self.ifMask[rail];
+  for (uint32_t j = 0; j < peer.nifs && j < RankInfo::kMaxIfs; ++j)
+    if ((peer.ifAddr[j] & mask) == (mine & mask)) {
+      *from = mine;
+      return peer.ifAddr[j];
+    }
+  return peer.addr;
+}
+
+Status Bootstrap::connectPeer(int peer, Kind kind, int index, double deadline, int* fd, int rail) {
   const RankInfo& p = infos_[peer];
-  Status st = net::connectTo(p.addr, p.port, deadline, fd);
+  uint32_t from = 0;
+  const uint32_t to = railAddress(infos_[rank_], p, rail, &from);
+  Status st = net::connectTo(to, p.port, deadline, fd, from);
   if (!st.ok()) return remoteError("rank {} cannot connect to rank {}: {}", rank_, peer, st.message());
   Hello h{kHelloMagic, kind, {}, commTag_, rank_, index};
   memcpy(h.secret, secret_, 16);

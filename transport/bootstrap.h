@@ -26,7 +26,24 @@ struct RankInfo {
   uint64_t localPtr = 0;     ///< same-process peers: address of this rank's local endpoint
   char hostname[64] = {};
   uint64_t cpuMask[4] = {};  ///< CPUs this rank may run on (CPU c as bit c % 256)
+  /// Node identity: the host hash, or a virtual node's (topology file placement). Ranks of one
+  /// node use shared memory between them; ranks of different nodes always the network.
+  uint64_t nodeHash = 0;
+  char nodeName[64] = {};    ///< hostname, or the virtual node's name
+  int32_t gpu = -1;          ///< CUDA device of this rank, -1: none
+  int32_t homeRail = -1;     ///< rail chosen by the rank itself (-1: local rank mod its interfaces)
+  /// The interfaces this rank can use between nodes, one per rail in rail order
+  /// (STRATA_SOCKET_IFNAME / NCCL_SOCKET_IFNAME select them): IPv4 address and netmask.
+  static constexpr int kMaxIfs = 8;
+  uint32_t nifs = 0;
+  uint32_t ifAddr[kMaxIfs] = {};
+  uint32_t ifMask[kMaxIfs] = {};
 };
+
+/// The address of `peer` to reach on `rail` from `self`: the peer's interface in the subnet of
+/// self's rail interface, *from set to that interface's address (0 and the peer's primary
+/// address when there is none).
+uint32_t railAddress(const RankInfo& self, const RankInfo& peer, int rail, uint32_t* from);
 
 /// The decoded contents of a strataUniqueId.
 struct UniqueIdData {
@@ -85,8 +102,10 @@ class Bootstrap {
 
   /// Connection purposes on the shared listener.
   enum Kind : uint32_t { kRing = 1, kData = 2 };
-  /// Connects to `peer`'s listener and introduces itself (kind, index) with the secret.
-  Status connectPeer(int peer, Kind kind, int index, double deadline, int* fd);
+  /// Connects to `peer`'s listener and introduces itself (kind, index) with the secret. With
+  /// `rail` >= 0 the connection leaves through this rank's interface of that rail, to the peer's
+  /// address in the same subnet (its primary address if it has none there).
+  Status connectPeer(int peer, Kind kind, int index, double deadline, int* fd, int rail = -1);
   /// Accepts the connection `peer` makes with (kind, index); connections meant for other calls are
   /// kept until asked for. Strangers (wrong secret or tag) are dropped with a warning.
   Status acceptPeer(int peer, Kind kind, int index, double deadline, int* fd);

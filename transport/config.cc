@@ -64,10 +64,10 @@ Status parseChoice(const char* name, const std::string& v, std::initializer_list
 
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> table = {
-      {"STRATA_ALGO", "choice", "collective algorithm: auto|ring|rhd|tree|direct|oneshot|pairwise|bruck|linear",
+      {"STRATA_ALGO", "choice", "collective algorithm: auto|ring|rhd|tree|direct|oneshot|pairwise|bruck|linear|hier",
        [](Config& c, const std::string& v) {
          return parseChoice("STRATA_ALGO", v,
-                            {"auto", "ring", "rhd", "tree", "direct", "oneshot", "pairwise", "bruck", "linear"}, &c.algo);
+                            {"auto", "ring", "rhd", "tree", "direct", "oneshot", "pairwise", "bruck", "linear", "hier"}, &c.algo);
        },
        [](const Config& c) { return c.algo; }},
       {"STRATA_TRANSPORT", "choice", "transport between ranks of one machine: auto|local|tcp",
@@ -146,6 +146,37 @@ const std::vector<Entry>& entries() {
          return OkStatus();
        },
        [](const Config& c) { return c.socketAddr; }},
+      {"STRATA_SOCKET_IFNAME", "interfaces", "network interfaces ranks use between nodes, one per rail in name order: "
+       "comma-separated name prefixes, '^' first to exclude, '=' first for exact names (as NCCL_SOCKET_IFNAME; "
+       "default: all but lo and docker*)",
+       [](Config& c, const std::string& v) {
+         c.socketIfname = v;
+         return OkStatus();
+       },
+       [](const Config& c) { return c.socketIfname; }},
+      {"NCCL_SOCKET_IFNAME", "interfaces", "NCCL's name for STRATA_SOCKET_IFNAME, used when that is unset",
+       [](Config& c, const std::string& v) {
+         c.ncclSocketIfname = v;
+         return OkStatus();
+       },
+       [](const Config& c) { return c.ncclSocketIfname; }},
+      {"STRATA_TOPO_FILE", "path", "cluster topology file (JSON, docs/TOPOLOGY.md): nodes, GPUs, NICs, rails, link "
+       "costs and optionally which node each rank is on (ranks on different virtual nodes use the network)",
+       [](Config& c, const std::string& v) {
+         c.topoFile = v;
+         return OkStatus();
+       },
+       [](const Config& c) { return c.topoFile; }},
+      {"STRATA_STRICT_PLACEMENT", "bool", "parallel groups that put tensor parallelism across nodes are an error "
+       "instead of a warning",
+       [](Config& c, const std::string& v) { return parseBool("STRATA_STRICT_PLACEMENT", v, &c.strictPlacement); },
+       [](const Config& c) { return std::string(c.strictPlacement ? "1" : "0"); }},
+      {"STRATA_VCLUSTER_RAIL_RATE", "bits/s", "rate each rail of a virtual cluster is shaped to (set by strata-run "
+       "--rail-rate): the cost model's rail bandwidth",
+       [](Config& c, const std::string& v) {
+         return parseDouble("STRATA_VCLUSTER_RAIL_RATE", v, 0, &c.vclusterRailBitsPerSec);
+       },
+       [](const Config& c) { return c.vclusterRailBitsPerSec > 0 ? fmt::format("{}", c.vclusterRailBitsPerSec) : std::string(); }},
       {"STRATA_UNIQUE_ID", "hex", "the job's unique id (set by strata-run; ncclGetUniqueId returns it)",
        [](Config& c, const std::string& v) {
          c.uniqueId = v;

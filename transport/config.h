@@ -12,7 +12,7 @@
 namespace strata {
 
 struct Config {
-  std::string algo = "auto";        ///< STRATA_ALGO: auto|ring|rhd|tree|direct|oneshot|pairwise|bruck|linear
+  std::string algo = "auto";        ///< STRATA_ALGO: auto|ring|rhd|tree|direct|oneshot|pairwise|bruck|linear|hier
   std::string transport = "auto";   ///< STRATA_TRANSPORT: auto|local|tcp (tcp forces the network)
   double joinTimeoutSec = 120;      ///< STRATA_JOIN_TIMEOUT: seconds for all ranks to join
   double timeoutSec = 600;          ///< STRATA_TIMEOUT: seconds a pending operation may wait
@@ -28,6 +28,11 @@ struct Config {
   size_t tcpChunkBytes = 512 << 10; ///< STRATA_TCP_CHUNK_BYTES: bytes per framed tcp chunk
   double spinMicros = 50;           ///< STRATA_SPIN_US: busy-poll before sleeping
   std::string socketAddr;           ///< STRATA_SOCKET_ADDR: address to advertise (default: auto)
+  std::string socketIfname;         ///< STRATA_SOCKET_IFNAME: interfaces to use (NCCL-style prefix list)
+  std::string ncclSocketIfname;     ///< NCCL_SOCKET_IFNAME: honoured when STRATA_SOCKET_IFNAME is unset
+  std::string topoFile;             ///< STRATA_TOPO_FILE: cluster description (JSON) to load
+  bool strictPlacement = false;
+  double vclusterRailBitsPerSec = 0; ///< STRATA_VCLUSTER_RAIL_RATE: shaped rail rate (set by strata-run --rail-rate)     ///< STRATA_STRICT_PLACEMENT: a layout with TP across nodes is an error
   std::string uniqueId;             ///< STRATA_UNIQUE_ID: the job's id, set by strata-run
   int rootPort = 0;                 ///< STRATA_ROOT_PORT: rank 0's rendezvous port for env launches
   bool checkArgs = false;           ///< STRATA_CHECK_ARGS: verify all ranks call the same collective

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "transport/config.h"
@@ -64,24 +65,57 @@ Status listenAny(uint16_t port, int* fd, uint16_t* bound) {
   return OkStatus();
 }
 
+bool interfaceMatches(const std::string& spec, const std::string& ifname) {
+  std::string list = spec;
+  bool exclude = false, exact = false;
+  if (!list.empty() && list[0] == '^') exclude = true, list.erase(0, 1);
+  if (!list.empty() && list[0] == '=') exact = true, list.erase(0, 1);
+  bool hit = false;
+  size_t pos = 0;
+  while (pos <= list.size() && !hit) {
+    size_t comma = list.find(',', pos);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string item = list.substr(pos, comma - pos);
+    if (!item.empty()) hit = exact ? ifname == item : ifname.compare(0, item.size(), item) == 0;
+    pos = comma + 1;
+  }
+  return exclude ? !hit : hit;
+}
+
+std::vector<Interface> usableInterfaces() {
+  const Config& cfg = config();
+  const std::string& spec = !cfg.socketIfname.empty() ? cfg.socketIfname : cfg.ncclSocketIfname;
+  std::vector<Interface> all, chosen;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) == 0) {
+    for (ifaddrs* i = list; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+      Interface f;
+      f.name = i->ifa_name;
+      f.addr = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
+      f.mask = i->ifa_netmask ? reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr : 0;
+      if (std::any_of(all.begin(), all.end(), [&](const Interface& g) { return g.name == f.name; })) continue;
+      all.push_back(f);
+    }
+    freeifaddrs(list);
+  }
+  std::sort(all.begin(), all.end(), [](const Interface& a, const Interface& b) { return a.name < b.name; });
+  for (const Interface& f : all)
+    if (spec.empty() ? interfaceMatches("^lo,docker", f.name) : interfaceMatches(spec, f.name)) chosen.push_back(f);
+  if (chosen.empty() && spec.empty())
+    for (const Interface& f : all)
+      if (f.name.compare(0, 2, "lo") == 0) chosen.push_back(f);
+  return chosen;
+}
+
 uint32_t advertisedAddr() {
   const std::string& forced = config().socketAddr;
   if (!forced.empty()) {
     uint32_t a = 0;
     if (resolveHost(forced, &a).ok()) return a;
   }
-  uint32_t found = htonl(INADDR_LOOPBACK);
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) == 0) {
-    for (ifaddrs* i = list; i; i = i->ifa_next) {
-      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-      if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
-      found = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
-      break;
-    }
-    freeifaddrs(list);
-  }
-  return found;
+  const std::vector<Interface> ifs = usableInterfaces();
+  return ifs.empty() ? htonl(INADDR_LOOPBACK) : ifs.front().addr;
 }
 
 Status resolveHost(const std::string& host, uint32_t* addr) {
@@ -109,11 +143,18 @@ std::string addrToString(uint32_t addr, uint16_t port) {
   return fmt::format("{}:{}", buf, ntohs(port));
 }
 
-Status connectTo(uint32_t addr, uint16_t port, double deadline, int* fd) {
+Status connectTo(uint32_t addr, uint16_t port, double deadline, int* fd, uint32_t fromAddr) {
   double backoff = 0.01;
   while (true) {
     int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0) return systemError("socket(): {}", strerror(errno));
+    if (fromAddr != 0) {
+      // Leave through the interface of `fromAddr` (a rail); routing by destination still applies.
+      sockaddr_in src{};
+      src.sin_family = AF_INET;
+      src.sin_addr.s_addr = fromAddr;
+      (void)::bind(s, reinterpret_cast<sockaddr*>(&src), sizeof(src));
+    }
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = addr;

@@ -36,7 +36,7 @@ void CommTransports::markFailed(const std::string& reason) {
     if (c) c->sendFailure(reason);
 }
 
-Status setupTransports(Bootstrap& bs, CommTransports* out) {
+Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTransports* out) {
   const Config& cfg = config();
   const int me = bs.rank(), n = bs.nranks();
   const auto& infos = bs.infos();
@@ -48,8 +48,9 @@ Status setupTransports(Bootstrap& bs, CommTransports* out) {
   for (int p = 0; p < n; ++p) {
     if (p == me) kind[p] = PeerKind::Self;
     else if (cfg.transport == "tcp") kind[p] = PeerKind::Tcp;
+    else if (layout.node(p) != layout.node(me)) kind[p] = PeerKind::Tcp;
     else if (infos[p].processHash == infos[me].processHash) kind[p] = PeerKind::Threads;
-    else if (infos[p].hostHash == infos[me].hostHash) kind[p] = PeerKind::Shm;
+    else kind[p] = PeerKind::Shm;
     anyThreads |= kind[p] == PeerKind::Threads;
     anyShm |= kind[p] == PeerKind::Shm;
   }
@@ -98,7 +99,8 @@ Status setupTransports(Bootstrap& bs, CommTransports* out) {
     if (kind[p] != PeerKind::Tcp) continue;
     for (int i = 0; i < k; ++i) {
       int fd = -1;
-      STRATA_RETURN_IF_ERROR(bs.connectPeer(p, Bootstrap::kData, i, deadline, &fd));
+      const int rail = layout.node(p) != layout.node(me) ? layout.messageRail(me, p) : -1;
+      STRATA_RETURN_IF_ERROR(bs.connectPeer(p, Bootstrap::kData, i, deadline, &fd, rail));
       fds[p].push_back(fd);
     }
   }

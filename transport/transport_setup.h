@@ -1,6 +1,7 @@
 // transport_setup.h: chooses a transport per peer and builds the connections of one communicator.
-// Same process -> local (pointer mode); same machine -> local (shared memory); otherwise tcp.
-// STRATA_TRANSPORT=tcp forces tcp for every peer (virtual clusters, testing the network path).
+// Same process and node -> local (pointer mode); same node -> local (shared memory); otherwise tcp,
+// connected on the pair's rail (CommLayout::messageRail). Nodes come from the layout, so ranks on
+// different virtual nodes of one machine use tcp. STRATA_TRANSPORT=tcp forces tcp for every peer.
 #pragma once
 
 #include <memory>
@@ -10,6 +11,7 @@
 #include "transport/bootstrap.h"
 #include "transport/connection.h"
 #include "transport/local_endpoint.h"
+#include "topology/layout.h"
 
 namespace strata {
 
@@ -26,6 +28,6 @@ struct CommTransports {
   ~CommTransports();
 };
 
-Status setupTransports(Bootstrap& bs, CommTransports* out);
+Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTransports* out);
 
 }  // namespace strata

@@ -1,0 +1,98 @@
+// job_topology.cc: cluster file loading, node identity, link costs and layouts (job_topology.h).
+#include "collectives/job_topology.h"
+
+#include <cstring>
+#include <mutex>
+
+#include "topology/host_identity.h"
+#include "topology/topo_file.h"
+#include "transport/config.h"
+#include "transport/log.h"
+#include "transport/socket.h"
+
+namespace strata {
+
+Status jobCluster(const topology::Cluster** out) {
+  static std::mutex mu;
+  static std::string loadedPath;
+  static Status loadStatus;
+  static topology::Cluster* cluster = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string& path = config().topoFile;
+  *out = nullptr;
+  if (path.empty()) return OkStatus();
+  if (path != loadedPath || (!cluster && loadStatus.ok())) {
+    topology::Cluster c;
+    loadStatus = topology::loadTopologyFile(path, &c);
+    loadedPath = path;
+    if (loadStatus.ok()) {
+      delete cluster;
+      cluster = new topology::Cluster(std::move(c));  // process lifetime: layouts may outlive comms
+      log::info("topology from {}: {} node(s), {} rail(s){}", path, cluster->nodes.size(), cluster->rails,
+                cluster->rankNode.empty() ? "" : ", ranks placed on virtual nodes");
+    }
+  }
+  if (!loadStatus.ok()) return Status(loadStatus.code(), "STRATA_TOPO_FILE: " + loadStatus.message());
+  *out = cluster;
+  return OkStatus();
+}
+
+Status fillNodeIdentity(int rank, RankInfo* info) {
+  info->nodeHash = info->hostHash;
+  std::strncpy(info->nodeName, info->hostname, sizeof(info->nodeName) - 1);
+  const topology::Cluster* cluster = nullptr;
+  STRATA_RETURN_IF_ERROR(jobCluster(&cluster));
+  if (cluster && !cluster->rankNode.empty() && rank >= 0) {
+    if (rank >= static_cast<int>(cluster->rankNode.size()))
+      return invalidArgument("STRATA_TOPO_FILE {}: its placement covers {} ranks, but rank {} joined",
+                             cluster->source, cluster->rankNode.size(), rank);
+    const int k = cluster->rankNode[static_cast<size_t>(rank)];
+    const uint64_t parts[2] = {info->hostHash, static_cast<uint64_t>(k) + 1};
+    info->nodeHash = topology::hashBytes(parts, sizeof(parts));
+    std::memset(info->nodeName, 0, sizeof(info->nodeName));
+    std::strncpy(info->nodeName, cluster->nodes[static_cast<size_t>(k)].hostname.c_str(), sizeof(info->nodeName) - 1);
+  }
+  const std::vector<net::Interface> ifs = net::usableInterfaces();
+  info->nifs = 0;
+  for (const net::Interface& f : ifs) {
+    if (info->nifs == RankInfo::kMaxIfs) break;
+    if (f.name.compare(0, 2, "lo") == 0 && ifs.size() > 1) continue;
+    info->ifAddr[info->nifs] = f.addr;
+    info->ifMask[info->nifs] = f.mask;
+    ++info->nifs;
+  }
+  return OkStatus();
+}
+
+CostModel::Costs jobLinkCosts() {
+  CostModel::Costs costs;
+  for (int c = 0; c < topology::kLinkClassCount; ++c)
+    costs[static_cast<size_t>(c)] = topology::defaultLinkCost(static_cast<topology::LinkClass>(c));
+  const topology::Cluster* cluster = nullptr;
+  if (jobCluster(&cluster).ok() && cluster) costs = cluster->cost;
+  if (config().vclusterRailBitsPerSec > 0) {
+    const double gbytes = config().vclusterRailBitsPerSec / 8e9;
+    for (topology::LinkClass c : {topology::LinkClass::Rail, topology::LinkClass::CrossRail})
+      costs[static_cast<size_t>(c)].bandwidthGBps = gbytes;
+  }
+  return costs;
+}
+
+topology::CommLayout layoutFromInfos(const std::vector<RankInfo>& infos) {
+  std::vector<topology::RankPlace> places(infos.size());
+  for (size_t r = 0; r < infos.size(); ++r) {
+    places[r].nodeKey = infos[r].nodeHash ? infos[r].nodeHash : infos[r].hostHash;
+    places[r].processKey = infos[r].processHash;
+    places[r].gpu = infos[r].gpu;
+    places[r].nodeName = infos[r].nodeName[0] ? infos[r].nodeName : infos[r].hostname;
+  }
+  const topology::CommLayout plain(places);
+  for (size_t r = 0; r < infos.size(); ++r) {
+    const RankInfo& i = infos[r];
+    if (i.homeRail >= 0) places[r].rail = i.homeRail;
+    else if (i.nifs > 0) places[r].rail = plain.localRank(static_cast<int>(r)) % static_cast<int>(i.nifs);
+  }
+  return topology::CommLayout(places);
+}
+
+}  // namespace strata

@@ -1,0 +1,29 @@
+// job_topology.h: the process's view of the job's topology: the cluster file (STRATA_TOPO_FILE,
+// loaded once per process), this rank's node identity (host, or the file's virtual node), its
+// interfaces, and the link costs the cost model starts from.
+#pragma once
+
+#include "collectives/cost_model.h"
+#include "topology/model.h"
+#include "transport/bootstrap.h"
+#include "transport/status.h"
+
+namespace strata {
+
+/// The cluster of STRATA_TOPO_FILE, loaded on first use; *out = nullptr when none is set. A bad
+/// file is an error naming the file and what is wrong (every call returns it).
+Status jobCluster(const topology::Cluster** out);
+
+/// Fills the node identity and the interfaces of `info` for `rank` (the rank in the communicator
+/// created from a unique id): the file's placement puts the rank on a virtual node, else the host.
+Status fillNodeIdentity(int rank, RankInfo* info);
+
+/// Link costs for a communicator: the file's (with defaults for what it leaves out), else the
+/// defaults; the rail bandwidth of a shaped virtual cluster (STRATA_VCLUSTER_RAIL_RATE) when set.
+CostModel::Costs jobLinkCosts();
+
+/// The layout of a communicator from its ranks' infos: nodes by node identity, home rail = the
+/// rank's own choice, else its local rank modulo its interface count.
+topology::CommLayout layoutFromInfos(const std::vector<RankInfo>& infos);
+
+}  // namespace strata

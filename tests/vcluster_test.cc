@@ -1,0 +1,372 @@
+// vcluster_test: strata-run's virtual clusters (--nodes) end to end: hostnames, rail interfaces
+// and addresses per node, TCP and the bootstrap across nodes, and that every namespace, bridge and
+// veth is gone after a normal end, a failing rank, SIGINT, and SIGKILL plus a cleanup. Needs root
+// (CAP_NET_ADMIN, CAP_SYS_ADMIN) and the `ip` command; skips visibly otherwise. Jobs of parallel
+// test processes queue on strata-run's machine-wide virtual-cluster lock.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+// STRATA_RUN_BIN comes from tests/CMakeLists.txt, the helpers' paths from launcher_progs/.
+#if defined(STRATA_RUN_BIN) && defined(VCLUSTER_HELPER) && defined(LAUNCHER_HELPER) && \
+    defined(LAUNCHER_BOOTSTRAP_HELPER)
+#define HAVE_PROGS 1
+#else
+#define HAVE_PROGS 0
+#endif
+#ifndef STRATA_RUN_BIN
+#define STRATA_RUN_BIN ""
+#endif
+#ifndef VCLUSTER_HELPER
+#define VCLUSTER_HELPER ""
+#endif
+#ifndef LAUNCHER_HELPER
+#define LAUNCHER_HELPER ""
+#endif
+#ifndef LAUNCHER_BOOTSTRAP_HELPER
+#define LAUNCHER_BOOTSTRAP_HELPER ""
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct JobRun {
+  int code = -1;          ///< exit code, or 128+signal
+  bool limitHit = false;  ///< killed by the test's time limit
+  std::string out, err;
+  pid_t pid = -1;         ///< the launcher's pid: its objects carry it
+};
+
+/// Called with the output so far; may act on the launcher.
+using Watch = std::function<void(pid_t launcher, const std::string& out)>;
+
+/// Runs `prefix... strata-run args...` with output captured, SIGKILLed past `limitSec`.
+JobRun runLauncher(const std::vector<std::string>& args, double limitSec = 30, const Watch& watch = {},
+                   const std::vector<std::string>& prefix = {}) {
+  JobRun r;
+  int outP[2], errP[2];
+  if (pipe2(outP, O_CLOEXEC) != 0 || pipe2(errP, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe: " << std::strerror(errno);
+    return r;
+  }
+  std::vector<std::string> store = prefix;
+  store.push_back(STRATA_RUN_BIN);
+  store.insert(store.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : store) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limitSec));
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDONLY);
+    dup2(null, 0);
+    dup2(outP[1], 1);
+    dup2(errP[1], 2);
+    execvp(argv[0], argv.data());
+    _exit(121);
+  }
+  r.pid = pid;
+  close(outP[1]);
+  close(errP[1]);
+  int fds[2] = {outP[0], errP[0]};
+  std::string* dst[2] = {&r.out, &r.err};
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0 && !r.limitHit) {
+      r.limitHit = true;
+      kill(pid, SIGKILL);
+    }
+    struct pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+    int n = poll(p, 2, r.limitHit ? 2000 : static_cast<int>(std::min<long long>(left, 100)));
+    if (n == 0 && r.limitHit) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[65536];
+      ssize_t k = read(fds[i], buf, sizeof(buf));
+      if (k > 0) {
+        dst[i]->append(buf, static_cast<size_t>(k));
+      } else if (k == 0 || errno != EINTR) {
+        close(fds[i]);
+        fds[i] = -1;
+      }
+    }
+    if (watch && !r.limitHit) watch(pid, r.out);
+  }
+  for (int fd : fds)
+    if (fd >= 0) close(fd);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+std::string commandOutput(const std::string& cmd) {
+  std::string out;
+  if (FILE* f = popen((cmd + " 2>/dev/null").c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+    pclose(f);
+  }
+  return out;
+}
+
+/// The virtual-cluster objects (namespaces, bridges, veths) of launcher `pid` that exist now.
+std::vector<std::string> objectsOf(pid_t pid) {
+  std::vector<std::string> found;
+  const std::string p = std::to_string(pid);
+  const std::regex ns("^strata-" + p + "-n\\d+"), link("^\\d+: (st" + p + "(r\\d+|n\\d+r\\d+))[@:]");
+  std::istringstream nsIn(commandOutput("ip netns list")), linkIn(commandOutput("ip -o link show"));
+  std::smatch m;
+  for (std::string l; std::getline(nsIn, l);)
+    if (std::regex_search(l, m, ns)) found.push_back(m.str(0));
+  for (std::string l; std::getline(linkIn, l);)
+    if (std::regex_search(l, m, link)) found.push_back(m.str(1));
+  return found;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+int count(const std::string& hay, const std::string& needle) {
+  int c = 0;
+  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++c;
+  return c;
+}
+
+/// The value of "[rank] key=value" in a job's output, or "".
+std::string rankValue(const std::string& out, int rank, const std::string& key) {
+  std::regex re("(^|\n)\\[" + std::to_string(rank) + "\\] " + key + "=([^\n]*)");
+  std::smatch m;
+  return std::regex_search(out, m, re) ? m.str(2) : "";
+}
+
+bool haveCap(int cap) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("CapEff:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> cap) & 1ull;
+  return false;
+}
+
+bool inPath(const std::string& prog) {
+  return !commandOutput("command -v " + prog).empty();
+}
+
+/// Why virtual clusters cannot be tested here, or "".
+std::string missingPrivileges() {
+  if (!HAVE_PROGS) return "strata-run or the helper programs are not built";
+  if (geteuid() != 0) return "not root: virtual clusters need CAP_NET_ADMIN and CAP_SYS_ADMIN";
+  if (!haveCap(12) || !haveCap(21)) return "CAP_NET_ADMIN or CAP_SYS_ADMIN missing";
+  if (!inPath("ip")) return "the `ip` command (iproute2) is not installed";
+  return "";
+}
+
+class VClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why = missingPrivileges();
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+  /// Fails unless every object of launcher `pid` is gone.
+  static void expectClean(pid_t pid, const std::string& when) {
+    EXPECT_EQ(joined(objectsOf(pid)), "") << "virtual-cluster objects left " << when;
+  }
+  const std::string vhelper = VCLUSTER_HELPER;
+  const std::string helper = LAUNCHER_HELPER;
+};
+
+/// A watch that, once `ready` ranks printed "ready", records the launcher's objects (and
+/// `extra(launcher)`) and then sends `sig`.
+Watch whenReady(int ready, int sig, std::vector<std::string>* objects, const std::function<void(pid_t)>& extra = {}) {
+  auto done = std::make_shared<bool>(false);
+  return [=](pid_t launcher, const std::string& out) {
+    if (*done || count(out, "] ready\n") < ready) return;
+    *done = true;
+    *objects = objectsOf(launcher);
+    if (extra) extra(launcher);
+    kill(launcher, sig);
+  };
+}
+
+TEST(VClusterUsage, BadCombinationsAreUsageErrors) {
+  if (!HAVE_PROGS) GTEST_SKIP() << "strata-run is not built";
+  JobRun r = runLauncher({"--nodes", "2", "--threads", "-n", "2", "--", "true"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "--threads cannot be used with --nodes")) << r.err;
+  r = runLauncher({"--nodes", "2", "--ppn", "2", "-n", "3", "--", "true"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "-n 3 does not match --nodes 2 x --ppn 2 = 4")) << r.err;
+  r = runLauncher({"-n", "2", "--rails", "2", "--", "true"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  r = runLauncher({"--nodes", "2", "--rail-rate", "fast", "--", "true"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "--rail-rate 'fast' is not a rate")) << r.err;
+}
+
+TEST_F(VClusterTest, NodesHaveTheirHostnamesAndRails) {
+  JobRun r = runLauncher({"--nodes", "2", "--ppn", "2", "--rails", "2", "--rail-rate", "1gbit", "--node-prefix", "vct",
+                          "--", vhelper, "info"});
+  ASSERT_FALSE(r.limitHit);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "strata-run: virtual cluster: 2 nodes x 2 ranks, 2 rails at 1gbit (namespaces strata-" +
+                             std::to_string(r.pid) + "-n0..n1"))
+      << r.err;
+  std::set<std::string> hosts;
+  for (int rank = 0; rank < 4; ++rank) {
+    const int node = rank / 2;
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    EXPECT_EQ(rankValue(r.out, rank, "host"), "vct-node" + std::to_string(node)) << r.out;
+    hosts.insert(rankValue(r.out, rank, "host"));
+    EXPECT_EQ(rankValue(r.out, rank, "node"), std::to_string(node));
+    EXPECT_EQ(rankValue(r.out, rank, "local"), std::to_string(rank % 2) + "/2");
+    EXPECT_EQ(rankValue(r.out, rank, "rate"), "1000000000");
+    EXPECT_EQ(rankValue(r.out, rank, "ifname"), "rail");
+    EXPECT_EQ(rankValue(r.out, rank, "sysnet"), "lo,rail0,rail1") << "/sys/class/net is the node's";
+    for (int rail = 0; rail < 2; ++rail)
+      EXPECT_TRUE(has(r.out, "[" + std::to_string(rank) + "] if rail" + std::to_string(rail) + " 198.18." +
+                                 std::to_string(rail) + "." + std::to_string(node + 1) + "/24\n"))
+          << r.out;
+    EXPECT_EQ(count(r.out, "[" + std::to_string(rank) + "] if "), 2) << r.out;
+  }
+  EXPECT_EQ(hosts.size(), 2u);
+  expectClean(r.pid, "after a normal end");
+}
+
+TEST_F(VClusterTest, RanksConnectAcrossNodesOnEveryRail) {
+  const std::string port = std::to_string(20000 + getpid() % 20000);
+  JobRun r = runLauncher({"--nodes", "2", "--ppn", "2", "--rails", "2", "--", vhelper, "connect", port});
+  ASSERT_FALSE(r.limitHit);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(has(r.out, "[" + std::to_string(rank) + "] connect ok\n")) << r.out << r.err;
+    const int peer = 1 - rank / 2;
+    for (int rail = 0; rail < 2; ++rail)
+      EXPECT_TRUE(has(r.out, "[" + std::to_string(rank) + "] rank " + std::to_string(rank) + " -> node " +
+                                 std::to_string(peer) + " rail " + std::to_string(rail) + " ok\n"))
+          << r.out;
+  }
+  expectClean(r.pid, "after a normal end");
+}
+
+TEST_F(VClusterTest, BootstrapRunsAcrossNodes) {
+  // The ranks reach the launcher's root at 198.18.0.254 and each other on rail0.
+  JobRun r = runLauncher({"--nodes", "2", "-n", "4", "--", LAUNCHER_BOOTSTRAP_HELPER}, 60);
+  ASSERT_FALSE(r.limitHit);
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (int k = 0; k < 4; ++k)
+    EXPECT_TRUE(has(r.out, "[" + std::to_string(k) + "] round 1 ok rank " + std::to_string(k) + " of 4\n"))
+        << r.out << r.err;
+  expectClean(r.pid, "after a normal end");
+}
+
+TEST_F(VClusterTest, FailingRankEndsTheJobAndCleansUp) {
+  std::vector<std::string> during;
+  auto seen = std::make_shared<bool>(false);
+  JobRun r = runLauncher({"--nodes", "2", "--ppn", "2", "--", helper, "fail", "3", "3"}, 30,
+                         [&](pid_t launcher, const std::string& out) {
+                           if (!*seen && count(out, "] ready\n") == 4) *seen = true, during = objectsOf(launcher);
+                         });
+  ASSERT_FALSE(r.limitHit);
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(during.size(), 2u + 2u + 1u) << "2 namespaces, 2 veths, 1 bridge: " << joined(during);
+  expectClean(r.pid, "after a failed job");
+}
+
+TEST_F(VClusterTest, SigintEndsTheJobAndCleansUp) {
+  std::vector<std::string> during;
+  std::string tcNode, tcHost;
+  JobRun r = runLauncher({"--nodes", "2", "--ppn", "2", "--rails", "2", "--rail-rate", "100mbit", "--", helper,
+                          "sleep", "30"},
+                         30, whenReady(4, SIGINT, &during, [&](pid_t launcher) {
+                           const std::string p = std::to_string(launcher);
+                           tcNode = commandOutput("tc -n strata-" + p + "-n1 qdisc show dev rail1");
+                           tcHost = commandOutput("tc qdisc show dev st" + p + "n1r1");
+                         }));
+  ASSERT_FALSE(r.limitHit);
+  EXPECT_EQ(r.code, 128 + SIGINT) << r.err;
+  EXPECT_EQ(during.size(), 2u + 4u + 2u) << joined(during);
+  EXPECT_TRUE(has(tcNode, "tbf") && has(tcNode, "rate 100Mbit")) << tcNode;
+  EXPECT_TRUE(has(tcHost, "tbf") && has(tcHost, "rate 100Mbit")) << tcHost;
+  expectClean(r.pid, "after SIGINT");
+}
+
+TEST_F(VClusterTest, CleanupCommandRemovesWhatAKilledLauncherLeft) {
+  std::vector<std::string> during;
+  JobRun r = runLauncher({"--nodes", "2", "--", helper, "sleep", "30"}, 30, whenReady(2, SIGKILL, &during));
+  ASSERT_FALSE(r.limitHit);
+  EXPECT_EQ(r.code, 128 + SIGKILL);
+  EXPECT_EQ(during.size(), 2u + 2u + 1u) << joined(during);
+  JobRun c = runLauncher({"--cleanup-vcluster"});
+  EXPECT_EQ(c.code, 0) << c.err;
+  expectClean(r.pid, "after --cleanup-vcluster");
+}
+
+TEST_F(VClusterTest, NextLaunchRemovesWhatAKilledLauncherLeft) {
+  std::vector<std::string> during;
+  JobRun r = runLauncher({"--nodes", "2", "--", helper, "sleep", "30"}, 30, whenReady(2, SIGKILL, &during));
+  ASSERT_FALSE(r.limitHit);
+  EXPECT_EQ(r.code, 128 + SIGKILL);
+  EXPECT_FALSE(during.empty());
+  JobRun next = runLauncher({"--nodes", "1", "--", "true"});
+  EXPECT_EQ(next.code, 0) << next.err;
+  expectClean(r.pid, "after the next virtual-cluster launch");
+  expectClean(next.pid, "after a normal end");
+}
+
+TEST_F(VClusterTest, FailedSetupSaysWhatFailedAndCleansUp) {
+  // A `tc` that fails, found first in PATH: the setup stops after the namespaces and veths exist.
+  char dir[] = "/tmp/vcluster_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string fakeTc = std::string(dir) + "/tc";
+  std::ofstream(fakeTc) << "#!/bin/sh\necho 'fake tc failure' >&2\nexit 2\n";
+  chmod(fakeTc.c_str(), 0755);
+  const char* path = std::getenv("PATH");
+  JobRun r = runLauncher({"--nodes", "2", "--rails", "2", "--rail-rate", "1gbit", "--", "true"}, 30, {},
+                         {"env", std::string("PATH=") + dir + ":" + (path ? path : "/usr/sbin:/usr/bin:/sbin:/bin")});
+  unlink(fakeTc.c_str());
+  rmdir(dir);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "strata-run: virtual cluster setup failed: `tc -n strata-" + std::to_string(r.pid) +
+                             "-n0 qdisc add dev rail0 root tbf rate 1000000000bit") &&
+              has(r.err, "`: exit 2: fake tc failure\n"))
+      << r.err;
+  expectClean(r.pid, "after a failed setup");
+}
+
+TEST_F(VClusterTest, WithoutNetAdminSaysSo) {
+  if (!inPath("setpriv")) GTEST_SKIP() << "setpriv (util-linux) is not installed";
+  JobRun r = runLauncher({"--nodes", "2", "--", "true"}, 30, {}, {"setpriv", "--bounding-set", "-net_admin"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "strata-run: --nodes needs CAP_NET_ADMIN (run as root) to create network namespaces"))
+      << r.err;
+  expectClean(r.pid, "after a refused launch");
+}
+
+}  // namespace
