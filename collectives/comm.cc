@@ -54,6 +54,8 @@ Status localRankInfo(int rank, RankInfo* out) {
   RankInfo info;
   std::memset(static_cast<void*>(&info), 0, sizeof(info));  // no uninitialised padding on the wire
   info.rank = rank;
+  info.gpu = -1;
+  info.homeRail = -1;
   info.pid = getpid();
   info.hostHash = topology::hostHash();
   info.processHash = topology::processHash();

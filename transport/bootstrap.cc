@@ -318,6 +318,9 @@ Status Bootstrap::connectPeer(int peer, Kind kind, int index, double deadline, i
   const RankInfo& p = infos_[peer];
   uint32_t from = 0;
   const uint32_t to = railAddress(infos_[rank_], p, rail, &from);
+  if (rail >= 0)
+    log::debug("rank {} connects to rank {} on rail {}: {} -> {}", rank_, peer, rail, net::addrToString(from, 0),
+               net::addrToString(to, p.port));
   Status st = net::connectTo(to, p.port, deadline, fd, from);
   if (!st.ok()) return remoteError("rank {} cannot connect to rank {}: {}", rank_, peer, st.message());
   Hello h{kHelloMagic, kind, {}, commTag_, rank_, index};
