@@ -105,7 +105,7 @@ Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg) {
   if (cfg && cfg->commName) name_ = cfg->commName;
   const auto& infos = bootstrap_->infos();
   layout_ = layoutFromInfos(infos);
-  costModel_ = std::make_unique<CostModel>(layout_, jobLinkCosts());
+  costModel_ = std::make_unique<CostModel>(layout_, jobLinkCosts(infos));
   allLocal_ = config().transport != "tcp" && layout_.nnodes() == 1;
   oversubscribed_ = ranksOutnumberCpus(infos, rank_);
   customOps_.resize(4);

@@ -1,7 +1,9 @@
 // job_topology.cc: cluster file loading, node identity, link costs and layouts (job_topology.h).
 #include "collectives/job_topology.h"
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 
 #include "topology/host_identity.h"
@@ -59,22 +61,39 @@ Status fillNodeIdentity(int rank, RankInfo* info) {
     if (f.name.compare(0, 2, "lo") == 0 && ifs.size() > 1) continue;
     info->ifAddr[info->nifs] = f.addr;
     info->ifMask[info->nifs] = f.mask;
+    std::ifstream speed("/sys/class/net/" + f.name + "/speed");
+    long mbps = 0;
+    if (speed >> mbps && mbps > 0) info->ifMbps[info->nifs] = static_cast<uint32_t>(mbps);
     ++info->nifs;
   }
   return OkStatus();
 }
 
-CostModel::Costs jobLinkCosts() {
+CostModel::Costs jobLinkCosts(const std::vector<RankInfo>& infos) {
+  using topology::LinkClass;
   CostModel::Costs costs;
   for (int c = 0; c < topology::kLinkClassCount; ++c)
-    costs[static_cast<size_t>(c)] = topology::defaultLinkCost(static_cast<topology::LinkClass>(c));
+    costs[static_cast<size_t>(c)] = topology::defaultLinkCost(static_cast<LinkClass>(c));
   const topology::Cluster* cluster = nullptr;
   if (jobCluster(&cluster).ok() && cluster) costs = cluster->cost;
+  const bool railFromFile = cluster && cluster->costFromFile[static_cast<size_t>(LinkClass::Rail)];
+  double railGBps = 0;
   if (config().vclusterRailBitsPerSec > 0) {
-    const double gbytes = config().vclusterRailBitsPerSec / 8e9;
-    for (topology::LinkClass c : {topology::LinkClass::Rail, topology::LinkClass::CrossRail})
-      costs[static_cast<size_t>(c)].bandwidthGBps = gbytes;
+    railGBps = config().vclusterRailBitsPerSec / 8e9;
+  } else if (!railFromFile) {
+    // The slowest link rate any rank reports for its interfaces (sysfs), when every rank knows one.
+    uint32_t minMbps = 0;
+    bool allKnown = !infos.empty();
+    for (const RankInfo& i : infos) {
+      uint32_t best = 0;
+      for (uint32_t k = 0; k < i.nifs && k < RankInfo::kMaxIfs; ++k) best = std::max(best, i.ifMbps[k]);
+      if (best == 0) allKnown = false;
+      else minMbps = minMbps == 0 ? best : std::min(minMbps, best);
+    }
+    if (allKnown && minMbps > 0) railGBps = minMbps / 8e3;
   }
+  if (railGBps > 0)
+    for (LinkClass c : {LinkClass::Rail, LinkClass::CrossRail}) costs[static_cast<size_t>(c)].bandwidthGBps = railGBps;
   return costs;
 }
 

@@ -19,8 +19,9 @@ Status jobCluster(const topology::Cluster** out);
 Status fillNodeIdentity(int rank, RankInfo* info);
 
 /// Link costs for a communicator: the file's (with defaults for what it leaves out), else the
-/// defaults; the rail bandwidth of a shaped virtual cluster (STRATA_VCLUSTER_RAIL_RATE) when set.
-CostModel::Costs jobLinkCosts();
+/// defaults. The rail bandwidth: a shaped virtual cluster's (STRATA_VCLUSTER_RAIL_RATE), else the
+/// file's, else the slowest interface rate the ranks detected (sysfs), else the default.
+CostModel::Costs jobLinkCosts(const std::vector<RankInfo>& infos);
 
 /// The layout of a communicator from its ranks' infos: nodes by node identity, home rail = the
 /// rank's own choice, else its local rank modulo its interface count.

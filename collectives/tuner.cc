@@ -5,6 +5,7 @@
 
 #include "collectives/cost_model.h"
 #include "transport/config.h"
+#include "transport/log.h"
 
 namespace strata {
 
@@ -75,10 +76,14 @@ static Algo modelAlgo(const TunerInput& in) {
   const int k = tunerCandidates(in.coll, in.nranks, cand);
   Algo best = defaultAlgo(in);
   double bestT = -1;
+  std::string table;
   for (int i = 0; i < k; ++i) {
     const double t = in.model->predict(cand[i], in.coll, in.count, in.elemBytes);
     if (t >= 0 && (bestT < 0 || t < bestT)) bestT = t, best = cand[i];
+    if (t >= 0) table += fmt::format(" {} {:.1f}us", algoName(cand[i]), t * 1e6);
   }
+  log::debug("tuner: {} of {} bytes on {}: {} (predicted:{})", collName(in.coll), in.bytes, l.describe(),
+             algoName(best), table);
   return best;
 }
 

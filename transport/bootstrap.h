@@ -38,6 +38,7 @@ struct RankInfo {
   uint32_t nifs = 0;
   uint32_t ifAddr[kMaxIfs] = {};
   uint32_t ifMask[kMaxIfs] = {};
+  uint32_t ifMbps[kMaxIfs] = {};  ///< link rate from sysfs (Mbit/s; 0: unknown)
 };
 
 /// The address of `peer` to reach on `rail` from `self`: the peer's interface in the subnet of
