@@ -9,6 +9,6 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config \
   libgtest-dev libgmock-dev libbenchmark-dev \
-  libcli11-dev nlohmann-json3-dev libfmt-dev libhwloc-dev gnuplot-nox \
+  libcli11-dev nlohmann-json3-dev libfmt-dev libhwloc-dev gnuplot-nox graphviz iproute2 \
   openmpi-bin libopenmpi-dev libgloo-dev python3 python3-matplotlib >/dev/null
 echo "install_deps: done"
