@@ -703,4 +703,16 @@ TEST(StrataTopo, EnvironmentFileAndErrors) {
   r = topo("--bogus");
   EXPECT_EQ(r.code, 2) << r.out;
 }
+#ifdef STRATA_RUN_BIN
+TEST(StrataTopo, JobShowsEveryRankOnItsVirtualNode) {
+  auto r = strata::testing::runCommand("env STRATA_TOPO_FILE=" + examplePath("virtual_2x2.json") +
+                                       " " STRATA_RUN_BIN " -n 4 -- " STRATA_TOPO_BIN " --job");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "job: 4 ranks on 2 nodes x 2 ranks");
+  EXPECT_CONTAINS(r.out, "links from rank 0: 1:shm 2:rail 3:rail");
+  for (const char* row : {"    0  vnode0                   0", "    1  vnode0                   1",
+                          "    2  vnode1                   0", "    3  vnode1                   1"})
+    EXPECT_CONTAINS(r.out, row);
+}
+#endif
 #endif

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <string>
 
+#include "tools/topo_job.h"
 #include "topology/detect.h"
 #include "topology/topo_draw.h"
 #include "topology/topo_file.h"
@@ -117,7 +118,12 @@ int topoMain(int argc, char** argv) {
   jsonOpt->type_name("[FILE]")->expected(0, 1);
   app.add_option("--dot", dotPath, "write a Graphviz picture (DOT) to FILE")->type_name("FILE");
   app.add_option("--png", pngPath, "render the picture to a PNG with Graphviz's dot")->type_name("FILE");
-  // --job (where a job's ranks and parallel groups land on this topology) joins the modes here.
+  bool job = false;
+  app.add_flag("--job", job,
+               "run as every rank of a job (under strata-run, mpirun, srun or torchrun variables); rank 0 "
+               "prints which rank sits on which node, local rank and rail")
+      ->excludes(fileOpt)
+      ->excludes(xmlOpt);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -125,6 +131,7 @@ int topoMain(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
+  if (job) return strata::tools::runJobReport();
   if (!pngPath.empty() && !onPath("dot"))
     return fail("--png needs Graphviz's `dot`, which is not installed here (Debian: apt-get install graphviz); "
                 "--dot FILE writes the picture's DOT text to render elsewhere");
