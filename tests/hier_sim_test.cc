@@ -143,5 +143,34 @@ TEST(HierTraffic, AllToAllSendsOneMessagePerNodePairPerRail) {
   }
 }
 
+// Rings on layouts that are not node-major follow the nodes: the ring crosses each node boundary
+// once, so per step only N of the n sends leave their node (rank order would cross at every step).
+TEST(RingOrder, RoundRobinLayoutsCrossEachNodeBoundaryOnce) {
+  for (int nodes = 2; nodes <= 4; ++nodes)
+    for (int ppn = 2; ppn <= 4; ++ppn) {
+      const auto layout = topology::CommLayout::fromNodes(roundRobinNodes(nodes, ppn), 2);
+      const int n = nodes * ppn;
+      for (CollType coll : {CollType::AllReduce, CollType::Broadcast, CollType::Reduce})
+        for (int root : {0, n - 1})
+          for (bool inPlace : {false, true}) {
+            CollArgs a;
+            a.coll = coll, a.nranks = n, a.root = root, a.count = 1000, a.layout = &layout;
+            const SimResult r = simulate(Algo::Ring, a, inPlace);
+            ASSERT_TRUE(r.ok) << collName(coll) << " on " << layout.describe() << ": " << r.error;
+          }
+      int crossing = 0;
+      for (int r = 0; r < n; ++r) {
+        CollArgs a;
+        a.coll = CollType::AllReduce, a.nranks = n, a.rank = r, a.count = 1000, a.layout = &layout;
+        Schedule s;
+        buildSchedule(Algo::Ring, a, &s);
+        const Op& first = s.ops[s.steps[0].firstOp];
+        ASSERT_EQ(first.code, OpCode::Send);
+        crossing += layout.node(first.peer) != layout.node(r);
+      }
+      EXPECT_EQ(crossing, nodes) << layout.describe();
+    }
+}
+
 }  // namespace
 }  // namespace strata

@@ -37,6 +37,20 @@ inline int ceilPow2(int n) {
   return p;
 }
 
+/// The order the ring all-reduce, broadcast and reduce follow: rank order, or, when the layout's
+/// nodes are not node-major (e.g. ranks dealt round-robin over nodes), the ranks node by node, so
+/// that the ring crosses each node boundary once instead of at every step. (Ring reduce-scatter and
+/// all-gather keep rank order: rank r's block ends at rank r.)
+class RingOrder {
+ public:
+  explicit RingOrder(const CollArgs& a);
+  int position(int rank) const { return pos_.empty() ? rank : pos_[static_cast<size_t>(rank)]; }
+  int rankAt(int position) const { return ord_.empty() ? position : ord_[static_cast<size_t>(position)]; }
+
+ private:
+  std::vector<int> ord_, pos_;  ///< empty: identity
+};
+
 /// Pipeline chunks of the ring broadcast/reduce chain: ceil(count / kRingMinChunkElems), at most
 /// kRingMaxChunksPerRank * n and at most count (chunks are never empty).
 constexpr size_t kRingMinChunkElems = 256;

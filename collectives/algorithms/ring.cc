@@ -11,6 +11,8 @@
 //   received in step s is sent in step s+1), the last step straight into Output. Scratch 2C.
 // AllGather, n-1 steps: step 0 copies own block and sends it from Input; step s sends block r-s and
 //   receives block r-s-1 into Output.
+// AllReduce, Broadcast and Reduce follow RingOrder (rank order, or node by node for layouts that
+//   are not node-major); below, "rank r" means ring position r.
 // Broadcast / Reduce, P + n - 2 steps: a chain along the ring from the root (broadcast: root, root+1,
 //   ..., root-1) or to it (reduce: root+1, ..., root-1, root), pipelined over P chunks
 //   (ringPipelineChunks: chunks of >= 256 elements, at most 4n chunks): the rank at chain position q
@@ -20,8 +22,23 @@
 #include <algorithm>
 
 #include "collectives/algorithms/algorithms.h"
+#include "topology/layout.h"
 
 namespace strata::algo {
+
+RingOrder::RingOrder(const CollArgs& a) {
+  const topology::CommLayout* l = a.layout;
+  if (!l || l->nranks() != a.nranks || l->nnodes() == 1) return;
+  bool nodeMajor = true;
+  for (int r = 1; r < a.nranks && nodeMajor; ++r) nodeMajor = l->node(r) >= l->node(r - 1);
+  if (nodeMajor) return;
+  pos_.resize(static_cast<size_t>(a.nranks));
+  for (int k = 0; k < l->nnodes(); ++k)
+    for (int r : l->members(k)) {
+      pos_[static_cast<size_t>(r)] = static_cast<int>(ord_.size());
+      ord_.push_back(r);
+    }
+}
 
 int ringPipelineChunks(int n, size_t count) {
   if (count == 0) return 1;
@@ -32,7 +49,8 @@ int ringPipelineChunks(int n, size_t count) {
 }
 
 void ringAllReduce(const CollArgs& a, Schedule* s) {
-  const int n = a.nranks, r = a.rank;
+  const RingOrder ring(a);
+  const int n = a.nranks, r = ring.position(a.rank);
   const size_t C = a.count;
   if (n == 1) {
     s->copy(in(0), out(0), C);
@@ -40,7 +58,7 @@ void ringAllReduce(const CollArgs& a, Schedule* s) {
   }
   auto off = [&](int j) { return segOff(C, n, mod(j, n)); };
   auto len = [&](int j) { return segLen(C, n, mod(j, n)); };
-  const int next = mod(r + 1, n), prev = mod(r - 1, n);
+  const int next = ring.rankAt(mod(r + 1, n)), prev = ring.rankAt(mod(r - 1, n));
   for (int st = 0; st < n - 1; ++st) {
     s->beginStep();
     const int sj = r - st, rj = r - st - 1;
@@ -101,12 +119,13 @@ struct Chunks {
 }  // namespace
 
 void ringBroadcast(const CollArgs& a, Schedule* s) {
-  const int n = a.nranks, r = a.rank;
+  const RingOrder ring(a);
+  const int n = a.nranks, r = ring.position(a.rank);
   const size_t C = a.count;
   const Chunks ch{C, ringPipelineChunks(n, C)};
   const int P = ch.P;
-  const int q = mod(r - a.root, n);  // chain position, root = 0
-  const int next = mod(r + 1, n), prev = mod(r - 1, n);
+  const int q = mod(r - ring.position(a.root), n);  // chain position, root = 0
+  const int next = ring.rankAt(mod(r + 1, n)), prev = ring.rankAt(mod(r - 1, n));
   if (q == 0) {
     s->copy(in(0), out(0), C);  // no-op in place
     if (n == 1) return;
@@ -125,7 +144,8 @@ void ringBroadcast(const CollArgs& a, Schedule* s) {
 }
 
 void ringReduce(const CollArgs& a, Schedule* s) {
-  const int n = a.nranks, r = a.rank;
+  const RingOrder ring(a);
+  const int n = a.nranks, r = ring.position(a.rank);
   const size_t C = a.count;
   if (n == 1) {
     s->copy(in(0), out(0), C);
@@ -133,8 +153,8 @@ void ringReduce(const CollArgs& a, Schedule* s) {
   }
   const Chunks ch{C, ringPipelineChunks(n, C)};
   const int P = ch.P;
-  const int q = mod(r - a.root - 1, n);  // chain position: root+1 = 0, ..., root = n-1
-  const int next = mod(r + 1, n), prev = mod(r - 1, n);
+  const int q = mod(r - ring.position(a.root) - 1, n);  // chain position: root+1 = 0, ..., root = n-1
+  const int next = ring.rankAt(mod(r + 1, n)), prev = ring.rankAt(mod(r - 1, n));
   const size_t M = ch.maxLen();
   // Middle ranks keep chunk c's partial sum in Scratch slot c % 2.
   auto acc = [&](int c) { return q == n - 1 ? out(ch.off(c)) : scr((c % 2) * M); };
