@@ -7,7 +7,9 @@
 // from the first arrival), every waiting rank gets "rank R of N did not join within T s".
 #include "transport/bootstrap.h"
 
+#include <netinet/in.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -248,6 +250,17 @@ Status Bootstrap::join(const strataUniqueId& id, int rank, int nranks, RankInfo 
   if (!st.ok()) {
     ::close(lfd);
     return remoteError("rank {} could not reach the {}: {}", rank, rootName, st.message());
+  }
+  // Advertise the address of the interface that reaches the root (the others are reached the
+  // same way), unless an address or interfaces were named: whatever launched the ranks, this is
+  // an address every rank can connect to.
+  const Config& cfg = config();
+  if (cfg.socketAddr.empty() && cfg.socketIfname.empty() && cfg.ncclSocketIfname.empty()) {
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 && local.sin_family == AF_INET &&
+        local.sin_addr.s_addr != 0)
+      self.addr = local.sin_addr.s_addr;
   }
   JoinMsg m;
   memset(static_cast<void*>(&m), 0, sizeof(m));
