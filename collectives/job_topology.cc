@@ -41,7 +41,8 @@ Status jobCluster(const topology::Cluster** out) {
 
 Status fillNodeIdentity(int rank, RankInfo* info) {
   info->nodeHash = info->hostHash;
-  std::strncpy(info->nodeName, info->hostname, sizeof(info->nodeName) - 1);
+  static_assert(sizeof(info->nodeName) == sizeof(info->hostname), "node name holds a hostname");
+  std::memcpy(info->nodeName, info->hostname, sizeof(info->nodeName));
   const topology::Cluster* cluster = nullptr;
   STRATA_RETURN_IF_ERROR(jobCluster(&cluster));
   if (cluster && !cluster->rankNode.empty() && rank >= 0) {

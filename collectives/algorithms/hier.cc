@@ -47,12 +47,22 @@ std::vector<int> NodeView::railGroup(int i) const {
 
 namespace {
 
-// Leader of node k for a rooted collective: the root itself on its node, else the rank with the
-// root's local rank (same rail), else local rank 0.
-int leaderOf(const NodeView& v, int k, int rootNode, int rootLocal, int root) {
-  if (k == rootNode) return root;
-  return rootLocal < static_cast<int>(v.members[k].size()) ? v.members[k][rootLocal] : v.members[k][0];
-}
+// The leaders of a rooted collective, one per node: the root itself on its node, else the rank
+// with the root's local rank (the same rail), else local rank 0.
+struct Leaders {
+  std::vector<int> ranks;  ///< node k's leader, in node order
+  int rootNode = 0;
+  int mine = 0;            ///< this rank's node's leader
+  Leaders(const CollArgs& a, const NodeView& v) {
+    rootNode = v.nnodes > 1 ? a.layout->node(a.root) : 0;
+    const int rootLocal = v.nnodes > 1 ? a.layout->localRank(a.root) : a.root;
+    for (int k = 0; k < v.nnodes; ++k) {
+      const std::vector<int>& m = v.members[k];
+      ranks.push_back(k == rootNode ? a.root : rootLocal < static_cast<int>(m.size()) ? m[rootLocal] : m[0]);
+    }
+    mine = ranks[v.node];
+  }
+};
 
 int indexIn(const std::vector<int>& v, int x) {
   return static_cast<int>(std::find(v.begin(), v.end(), x) - v.begin());
@@ -168,31 +178,23 @@ void hierAllGather(const CollArgs& a, Schedule* s) {
 
 void hierBroadcast(const CollArgs& a, Schedule* s) {
   const NodeView v(a);
+  const Leaders lead(a, v);
   const size_t C = a.count;
-  const int rootNode = a.layout && v.nnodes > 1 ? a.layout->node(a.root) : 0;
-  const int rootLocal = a.layout && v.nnodes > 1 ? a.layout->localRank(a.root) : a.root;
-  const int me = a.rank;
   const std::vector<int>& mine = v.members[v.node];
-  const int myLeader = leaderOf(v, v.node, rootNode, rootLocal, a.root);
-  const Slice src = me == a.root ? in(0) : out(0);
-  if (v.nnodes > 1 && me == myLeader) {
-    std::vector<int> leaders;
-    for (int k = 0; k < v.nnodes; ++k) leaders.push_back(leaderOf(v, k, rootNode, rootLocal, a.root));
-    appendSubCollective(s, rootedInner(C), CollType::Broadcast, leaders, v.node, rootNode, C, {src, out(0), scr(0)});
-  }
-  const Slice intraSrc = me == a.root ? in(0) : out(0);
-  appendSubCollective(s, rootedInner(C), CollType::Broadcast, mine, v.local, indexIn(mine, myLeader), C,
-                      {intraSrc, out(0), scr(0)});
+  const Slice src = a.rank == a.root ? in(0) : out(0);
+  if (v.nnodes > 1 && a.rank == lead.mine)
+    appendSubCollective(s, rootedInner(C), CollType::Broadcast, lead.ranks, v.node, lead.rootNode, C,
+                        {src, out(0), scr(0)});
+  appendSubCollective(s, rootedInner(C), CollType::Broadcast, mine, v.local, indexIn(mine, lead.mine), C,
+                      {src, out(0), scr(0)});
 }
 
 void hierReduce(const CollArgs& a, Schedule* s) {
   const NodeView v(a);
+  const Leaders lead(a, v);
   const size_t C = a.count;
-  const int rootNode = a.layout && v.nnodes > 1 ? a.layout->node(a.root) : 0;
-  const int rootLocal = a.layout && v.nnodes > 1 ? a.layout->localRank(a.root) : a.root;
-  const int me = a.rank;
+  const int me = a.rank, myLeader = lead.mine;
   const std::vector<int>& mine = v.members[v.node];
-  const int myLeader = leaderOf(v, v.node, rootNode, rootLocal, a.root);
   if (v.nnodes == 1) {
     appendSubCollective(s, rootedInner(C), CollType::Reduce, mine, v.local, indexIn(mine, myLeader), C,
                         {in(0), out(0), scr(0)});
@@ -203,12 +205,9 @@ void hierReduce(const CollArgs& a, Schedule* s) {
   s->scratchElems = C;
   appendSubCollective(s, rootedInner(C), CollType::Reduce, mine, v.local, indexIn(mine, myLeader), C,
                       {in(0), scr(0), scr(C)});
-  if (me == myLeader) {
-    std::vector<int> leaders;
-    for (int k = 0; k < v.nnodes; ++k) leaders.push_back(leaderOf(v, k, rootNode, rootLocal, a.root));
-    appendSubCollective(s, rootedInner(C), CollType::Reduce, leaders, v.node, rootNode, C,
+  if (me == myLeader)
+    appendSubCollective(s, rootedInner(C), CollType::Reduce, lead.ranks, v.node, lead.rootNode, C,
                         {scr(0), me == a.root ? out(0) : scr(0), scr(C)});
-  }
 }
 
 }  // namespace strata::algo
