@@ -50,7 +50,7 @@ bool isLiveComm(const strataComm* c) {
   return live().set.count(c) != 0;
 }
 
-Status localRankInfo(int rank, RankInfo* out) {
+Status localRankInfo(int rank, int nranks, RankInfo* out) {
   RankInfo info;
   std::memset(static_cast<void*>(&info), 0, sizeof(info));  // no uninitialised padding on the wire
   info.rank = rank;
@@ -66,7 +66,7 @@ Status localRankInfo(int rank, RankInfo* out) {
   if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) info.cpuMask[0] = 1;
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &cpus)) info.cpuMask[(c / 64) % 4] |= uint64_t(1) << (c % 64);
-  STRATA_RETURN_IF_ERROR(fillNodeIdentity(rank, &info));
+  STRATA_RETURN_IF_ERROR(fillNodeIdentity(rank, nranks, &info));
   *out = info;
   return OkStatus();
 }
@@ -88,7 +88,7 @@ Status Comm::create(const strataUniqueId& id, int nranks, int rank, const strata
                     std::unique_ptr<Comm>* out) {
   STRATA_RETURN_IF_ERROR(configStatus());
   RankInfo self;
-  STRATA_RETURN_IF_ERROR(localRankInfo(rank, &self));
+  STRATA_RETURN_IF_ERROR(localRankInfo(rank, nranks, &self));
   std::unique_ptr<Bootstrap> bs;
   STRATA_RETURN_IF_ERROR(Bootstrap::join(id, rank, nranks, self, config().joinTimeoutSec, &bs));
   std::unique_ptr<Comm> c(new Comm());
@@ -127,7 +127,7 @@ Status Comm::split(int color, int key, const strataConfig_t* cfg, std::unique_pt
   mine.color = color;
   mine.key = key;
   // The member keeps its node (a virtual node of the topology file stays the same node).
-  STRATA_RETURN_IF_ERROR(localRankInfo(-1, &mine.info));
+  STRATA_RETURN_IF_ERROR(localRankInfo(-1, nranks_, &mine.info));
   mine.info.nodeHash = bootstrap_->infos()[rank_].nodeHash;
   std::memcpy(mine.info.nodeName, bootstrap_->infos()[rank_].nodeName, sizeof(mine.info.nodeName));
   int lfd = -1;

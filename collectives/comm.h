@@ -145,7 +145,7 @@ uint64_t commRegistryGeneration();
 
 /// This process's RankInfo for a rank about to join (its CPU mask, node identity and interfaces
 /// included); fails when the topology file cannot be used.
-Status localRankInfo(int rank, RankInfo* out);
+Status localRankInfo(int rank, int nranks, RankInfo* out);
 /// True when `rank`'s machine has more ranks of `infos` than CPUs those ranks may run on together
 /// (each may be bound to its own CPU by its launcher, so one rank's mask alone does not tell).
 /// Waits of oversubscribed ranks yield the core from the first idle poll.

@@ -39,16 +39,17 @@ Status jobCluster(const topology::Cluster** out) {
   return OkStatus();
 }
 
-Status fillNodeIdentity(int rank, RankInfo* info) {
+Status fillNodeIdentity(int rank, int nranks, RankInfo* info) {
   info->nodeHash = info->hostHash;
   static_assert(sizeof(info->nodeName) == sizeof(info->hostname), "node name holds a hostname");
   std::memcpy(info->nodeName, info->hostname, sizeof(info->nodeName));
   const topology::Cluster* cluster = nullptr;
   STRATA_RETURN_IF_ERROR(jobCluster(&cluster));
   if (cluster && !cluster->rankNode.empty() && rank >= 0) {
-    if (rank >= static_cast<int>(cluster->rankNode.size()))
-      return invalidArgument("STRATA_TOPO_FILE {}: its placement covers {} ranks, but rank {} joined",
-                             cluster->source, cluster->rankNode.size(), rank);
+    // Every rank checks the communicator's size, so all fail at once (not only those left out).
+    if (nranks > static_cast<int>(cluster->rankNode.size()))
+      return invalidArgument("STRATA_TOPO_FILE: {}: its placement covers {} ranks, but the communicator has {}",
+                             cluster->source, cluster->rankNode.size(), nranks);
     const int k = cluster->rankNode[static_cast<size_t>(rank)];
     const uint64_t parts[2] = {info->hostHash, static_cast<uint64_t>(k) + 1};
     info->nodeHash = topology::hashBytes(parts, sizeof(parts));

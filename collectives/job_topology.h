@@ -15,8 +15,10 @@ namespace strata {
 Status jobCluster(const topology::Cluster** out);
 
 /// Fills the node identity and the interfaces of `info` for `rank` (the rank in the communicator
-/// created from a unique id): the file's placement puts the rank on a virtual node, else the host.
-Status fillNodeIdentity(int rank, RankInfo* info);
+/// created from a unique id, of `nranks`; -1 for split, which keeps the parent's node): the file's
+/// placement puts the rank on a virtual node, else the host. A placement shorter than the
+/// communicator fails on every rank.
+Status fillNodeIdentity(int rank, int nranks, RankInfo* info);
 
 /// Link costs for a communicator: the file's (with defaults for what it leaves out), else the
 /// defaults. The rail bandwidth: a shaped virtual cluster's (STRATA_VCLUSTER_RAIL_RATE), else the

@@ -68,12 +68,21 @@ int tunerCandidates(CollType coll, int n, Algo out[8]) {
 // takes the hierarchical algorithm across nodes without simulating.
 constexpr int kMaxSimulatedRanks = 512;
 
+// Hierarchical reduce-scatter, all-gather and all-to-all fall back to flat algorithms on uneven
+// nodes: there the tuner compares the flat ones themselves.
+static bool hierApplies(CollType c, const topology::CommLayout& l) {
+  return l.uniform() || c == CollType::AllReduce || c == CollType::Broadcast || c == CollType::Reduce;
+}
+
 static Algo modelAlgo(const TunerInput& in) {
   const topology::CommLayout& l = in.model->layout();
   if (in.nranks > kMaxSimulatedRanks)
     return algoSupports(Algo::Hier, in.coll) && l.uniform() ? Algo::Hier : defaultAlgo(in);
-  Algo cand[8];
-  const int k = tunerCandidates(in.coll, in.nranks, cand);
+  Algo all[8], cand[8];
+  int k = 0;
+  const int total = tunerCandidates(in.coll, in.nranks, all);
+  for (int i = 0; i < total; ++i)
+    if (all[i] != Algo::Hier || hierApplies(in.coll, l)) cand[k++] = all[i];
   Algo best = defaultAlgo(in);
   double bestT = -1;
   std::string table;

@@ -118,7 +118,9 @@ Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTr
 
   STRATA_RETURN_IF_ERROR(bs.barrier());  // every peer mapped our segment: its name can go
   if (out->endpoint) out->endpoint->unlink();
-  log::debug("rank {}: transports ready ({} threads, shm {}, tcp peers)", me, anyThreads, anyShm);
+  const auto count = [&](PeerKind k) { return std::count(kind.begin(), kind.end(), k); };
+  log::debug("rank {}: transports ready ({} threads, {} shm, {} tcp peers)", me, count(PeerKind::Threads),
+             count(PeerKind::Shm), count(PeerKind::Tcp));
   return OkStatus();
 }
 

@@ -1,7 +1,10 @@
-// mesh.cc: rank coordinates from --order and the group communicators (strata split).
+// mesh.cc: rank coordinates from --order and the group communicators (strata::ParallelGroups, plus
+// splits of the world for the gradient classes it has no kind for).
 #include "mesh.h"
 
 #include <fmt/format.h>
+
+#include <stdexcept>
 
 namespace trainer {
 
@@ -60,10 +63,10 @@ namespace {
 // Ranks sharing every coordinate outside `dims` form a group, ordered by their coordinates in
 // `dims` (in mesh order). member=false leaves this rank out (NOCOLOR).
 Group split(const Mesh& m, strata::Communicator& world, std::array<bool, NDIM> dims, bool member = true) {
-  int color = 0, key = 0, n = 1;
+  int color = 0, key = 0;
   for (int i = NDIM - 1; i >= 0; --i) {
     int d = m.order[i];
-    if (dims[d]) key = key * m.size[d] + m.coord[d], n *= m.size[d];
+    if (dims[d]) key = key * m.size[d] + m.coord[d];
     else color = color * m.size[d] + m.coord[d];
   }
   Group g;
@@ -75,23 +78,42 @@ Group split(const Mesh& m, strata::Communicator& world, std::array<bool, NDIM> d
   return g;
 }
 
+// A group of the parallel-groups API, borrowed (m.groups owns the communicator).
+Group view(const Mesh& m, strataGroupKind_t kind) {
+  Group g;
+  g.comm = strata::Communicator::borrow(m.groups.comm(kind).get());
+  g.size = g.comm.size();
+  g.rank = g.comm.rank();
+  return g;
+}
+
 }  // namespace
 
 Mesh buildMesh(const Config& cfg, strata::Communicator& world) {
   Mesh m = meshShape(cfg, world.rank());
   m.worldComm = &world;
+  strata::ParallelSizes sizes;
+  sizes.tp = cfg.tp, sizes.cp = cfg.cp, sizes.ep = cfg.ep, sizes.dp = cfg.dp, sizes.pp = cfg.pp, sizes.order = cfg.order;
+  m.groups = strata::ParallelGroups(world, sizes);
+  const auto c = m.groups.coords();
+  for (int d = 0; d < NDIM; ++d)  // strata's coordinate indices are the trainer's Dim values
+    if (c[size_t(d)] != m.coord[d])
+      throw std::runtime_error(fmt::format("rank {}: strata places it at {} {} but the trainer at {}", m.rank,
+                                           kDimNames[d], c[size_t(d)], m.coord[d]));
+  m.all = view(m, strataGroupWorld);
+  m.tp = view(m, strataGroupTp);
+  m.cp = view(m, strataGroupCp);
+  m.ep = view(m, strataGroupEp);
+  m.pp = view(m, strataGroupPp);
+  m.tpcp = view(m, strataGroupTpCp);
   auto dims = [](std::initializer_list<Dim> ds) {
     std::array<bool, NDIM> a{};
     for (Dim d : ds) a[d] = true;
     return a;
   };
-  m.all = split(m, world, dims({TP, CP, EP, DP, PP}));
-  m.tp = split(m, world, dims({TP}));
-  m.cp = split(m, world, dims({CP}));
-  m.ep = split(m, world, dims({EP}));
-  m.pp = split(m, world, dims({PP}));
-  m.tpcp = split(m, world, dims({TP, CP}));
   const bool embMember = m.firstStage() || m.lastStage();
+  // D is strata's dense-gradient group (dp_cp: ep x dp x cp); R (tp too), X (experts replicated
+  // over tp) and E (with the first and last pipeline stage) have no kind of their own.
   const std::array<bool, NDIM> clsDims[NCLS] = {dims({DP, CP, EP}), dims({TP, DP, CP, EP}), dims({TP, DP, CP}),
                                                 cfg.pp > 1 ? dims({DP, CP, EP, PP}) : dims({DP, CP, EP})};
   m.inClass[CE] = embMember;
@@ -100,7 +122,7 @@ Mesh buildMesh(const Config& cfg, strata::Communicator& world) {
     // still counts every pp coordinate, so its rank 0 is the first stage's dp=cp=ep=0 rank.
     bool member = c == CE ? embMember : true;
     m.red[c] = split(m, world, clsDims[c], member);
-    m.gat[c] = split(m, world, clsDims[c], member);
+    m.gat[c] = c == CD ? view(m, strataGroupDpCp) : split(m, world, clsDims[c], member);
   }
   return m;
 }

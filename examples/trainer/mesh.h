@@ -1,6 +1,7 @@
-// mesh.h: the 5-D rank grid (tp, cp, ep, dp, pp) and its communicators, built by splitting the
-// world communicator. Rank order follows --order (Megatron's tp-cp-ep-dp-pp by default: the first
-// dimension varies fastest, so tensor-parallel peers are neighbouring ranks).
+// mesh.h: the 5-D rank grid (tp, cp, ep, dp, pp) and its communicators. Rank order follows --order
+// (Megatron's tp-cp-ep-dp-pp by default: the first dimension varies fastest, so tensor-parallel
+// peers are neighbouring ranks). The groups come from strata's parallel-groups API
+// (strata::ParallelGroups); the gradient-class groups it has no kind for are splits of the world.
 #pragma once
 
 #include <array>
@@ -33,6 +34,7 @@ struct Mesh {
   std::array<int, NDIM> size{}, coord{};
   std::array<int, NDIM> order{};  // order[0] varies fastest
   strata::Communicator* worldComm = nullptr;
+  strata::ParallelGroups groups;    // owns the communicators of all, tp, cp, ep, pp, tpcp and gat[CD]
   Group all, tp, cp, ep, pp, tpcp;  // all: a private copy of the world (loss, norm)
   Group red[NCLS];  // gradient reduction (the communication thread's)
   Group gat[NCLS];  // parameter gathers, norms (the training thread's)
@@ -44,6 +46,7 @@ struct Mesh {
   int rankOf(const std::array<int, NDIM>& c) const;
   std::array<int, NDIM> coordsOf(int r) const;
   std::string mapping() const;  // the rank table, printed at start
+  std::string placement() const { return groups.report(); }  // the groups' links, nodes and rails
 };
 
 /// Collective over `world`: builds every group. Throws strata::Error on failure.

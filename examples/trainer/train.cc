@@ -54,8 +54,8 @@ RunResult runRank(const Config& cfg, strata::Communicator& world, bool print) {
   Model model(c);
   Pipeline pipe(c, model);
   if (print && !cfg.quiet) {
-    std::printf("strata-train: %d ranks, layout %s\n%s", mesh.world, cfg.layoutString().c_str(),
-                mesh.mapping().c_str());
+    std::printf("strata-train: %d ranks, layout %s\n%s%s", mesh.world, cfg.layoutString().c_str(),
+                mesh.mapping().c_str(), mesh.placement().c_str());
     size_t nparams = 0;
     for (auto& t : rankTensors(cfg, meshShape(cfg, 0))) nparams += t.size();
     std::printf("model: %d layers, hidden %d, %d heads, seq %d, vocab %d%s; data: %s; rank 0 holds %zu parameters\n",
@@ -282,8 +282,10 @@ int runParity(const ParityOptions& opt) {
   };
   std::map<std::string, std::vector<double>> refCache;
   int failures = 0, ran = 0;
-  std::printf("parity matrix: every layout against one rank on the same tokens (ranks as %s)\n",
-              opt.launcher.empty() ? "threads" : "processes");
+  const char* topo = std::getenv("STRATA_TOPO_FILE");  // e.g. ranks on virtual nodes (parity_matrix.sh vnodes)
+  std::printf("parity matrix: every layout against one rank on the same tokens (ranks as %s%s%s)\n",
+              opt.launcher.empty() ? "threads" : "processes", topo && *topo ? ", STRATA_TOPO_FILE=" : "",
+              topo && *topo ? topo : "");
   std::printf("%-24s %5s  %-42s %13s %8s  %s\n", "case", "ranks", "layout", "max rel diff", "bitwise", "result");
   for (const Case& k : parityCases()) {
     if (!only.empty() && std::find(only.begin(), only.end(), k.name) == only.end()) continue;

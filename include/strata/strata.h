@@ -230,6 +230,114 @@ strataResult_t strataMemFree(void* ptr);
 strataResult_t strataGroupStart(void);
 strataResult_t strataGroupEnd(void);
 
+/* ---- Parallel groups: the communicators of a (tp, cp, ep, dp, pp) training mesh ---------------
+ *
+ * The world's ranks form a grid tp x cp x ep x dp x pp (tensor, context, expert, data and pipeline
+ * parallelism). The rank order names the five dimensions fastest-varying first; the default is
+ * Megatron-core's "tp-cp-ep-dp-pp", with which world rank
+ *     r = tp_i + tp * (cp_i + cp * (ep_i + ep * (dp_i + dp * pp_i)))
+ * so tensor-parallel peers are neighbouring ranks (on one node when nodes hold consecutive ranks).
+ * A group of some kind joins the ranks that share every coordinate outside the kind's dimensions;
+ * inside it, ranks are ordered by world rank. Every rank belongs to exactly one group of each kind
+ * (a size-1 group is still a valid size-1 communicator).
+ *
+ *   kind              spans            the ranks that
+ *   strataGroupTp     tp               share a layer's tensor shards
+ *   strataGroupCp     cp               share a sequence (ring attention)
+ *   strataGroupEp     ep               exchange tokens for their experts (all-to-all)
+ *   strataGroupDp     dp               differ only in their dp coordinate
+ *   strataGroupPp     pp               form one pipeline
+ *   strataGroupDpCp   ep x dp x cp     hold the same dense parameters (same tp and pp): dense
+ *                                      gradient reduction. EP ranks process different data with the
+ *                                      same dense parameters, so they belong here, as in Megatron-
+ *                                      core where EP is carved out of DP; with ep = 1: dp x cp.
+ *   strataGroupTpCp   tp x cp          share one sequence's shards (tp x cp attention layouts)
+ *   strataGroupMp     tp x cp x pp     process one data shard together (same ep and dp): the
+ *                                      model-parallel group
+ *   strataGroupEdp    dp x cp          hold the same experts (same tp, ep and pp): expert-data-
+ *                                      parallel, expert gradient reduction
+ *   strataGroupWorld  all              a private copy of the world: its collectives never
+ *                                      interleave with the caller's on the world communicator
+ */
+#define STRATA_PARALLEL_DIMS 5
+/** Enough bytes for any rank order string ("tp-cp-ep-dp-pp" and its terminating NUL). */
+#define STRATA_RANK_ORDER_BYTES 16
+
+/** Sizes of the five dimensions (each >= 1; their product is the world size) and the rank order. */
+typedef struct {
+  int tp, cp, ep, dp, pp;
+  const char* order; /**< the five names joined by '-', fastest first; NULL or "": "tp-cp-ep-dp-pp" */
+} strataParallelSizes_t;
+
+/** Group kinds (see the table above). The first five double as coordinate indices: coords[kind]. */
+typedef enum {
+  strataGroupTp = 0,
+  strataGroupCp = 1,
+  strataGroupEp = 2,
+  strataGroupDp = 3,
+  strataGroupPp = 4,
+  strataGroupDpCp = 5,
+  strataGroupTpCp = 6,
+  strataGroupMp = 7,
+  strataGroupEdp = 8,
+  strataGroupWorld = 9,
+  strataNumGroups = 10
+} strataGroupKind_t;
+
+/** Opaque handle: every group communicator of one rank, its coordinates and the placement report. */
+typedef struct strataParallelGroups* strataParallelGroups_t;
+
+/** Fills `sizes` with 1 for every dimension and the default order. */
+void strataParallelSizesInit(strataParallelSizes_t* sizes);
+
+/** The short name of a group kind: "tp", "cp", "ep", "dp", "pp", "dp_cp", "tp_cp", "mp", "edp",
+ *  "world"; "unknown" for anything else. */
+const char* strataGroupKindName(strataGroupKind_t kind);
+
+/** Collective over `world`: creates one communicator of every group kind for this rank (one
+ *  strataCommSplit per kind, in kind order, so every rank must call it with the same sizes).
+ *  Fails with strataInvalidArgument, before any split, when a size is < 1, the product of the sizes
+ *  is not the world size ("tp*cp*ep*dp*pp = 12 but the world has 8 ranks") or the order is not a
+ *  permutation of the five names ("order 'tp-cp-dp-pp' lacks ep"); the message is
+ *  strataGetLastError(world).
+ *  Placement: when tp groups cross nodes of the world's layout (or cp groups do while another order
+ *  would keep tp and cp inside nodes), world rank 0 logs a warning naming the group and an order
+ *  that avoids it (strataProposeRankOrder); with STRATA_STRICT_PLACEMENT=1 the call fails instead,
+ *  on every rank, with that text. Free with strataParallelGroupsDestroy. */
+strataResult_t strataParallelGroupsCreate(strataComm_t world, const strataParallelSizes_t* sizes,
+                                          strataParallelGroups_t* groups);
+
+/** This rank's communicator of `kind`, borrowed: valid until strataParallelGroupsDestroy (do not
+ *  destroy it yourself). Errors are reported on the world communicator the groups came from. */
+strataResult_t strataParallelGroupsComm(strataParallelGroups_t groups, strataGroupKind_t kind, strataComm_t* comm);
+
+/** This rank's coordinates: coords[strataGroupTp] .. coords[strataGroupPp] (tp, cp, ep, dp, pp). */
+strataResult_t strataParallelGroupsCoord(strataParallelGroups_t groups, int coords[STRATA_PARALLEL_DIMS]);
+
+/** The placement report (the same text on every rank, computed from the world's layout): a header,
+ *  then one line per kind with its size, the link classes among its members (slowest first), the
+ *  nodes one group spans and the rails its cross-node messages take, e.g.
+ *      placement of tp2 cp1 ep1 dp2 pp2 (order tp-cp-ep-dp-pp) on 2 nodes x 4 ranks:
+ *        tp     2 ranks x 4 groups: shm, 1 node
+ *        pp     2 ranks x 4 groups: rail, 2 nodes, rail 0
+ *  Copies it NUL-terminated into `buf` of `len` bytes; `*needed` (may be NULL) receives the bytes
+ *  needed including the NUL. buf may be NULL with len 0 to ask for the size; a buffer too small
+ *  receives a truncated copy and the call returns strataInvalidArgument. */
+strataResult_t strataParallelGroupsReport(strataParallelGroups_t groups, char* buf, size_t len, size_t* needed);
+
+/** Frees every group communicator. Not collective (as strataCommDestroy). */
+strataResult_t strataParallelGroupsDestroy(strataParallelGroups_t groups);
+
+/** Not collective: an order for `sizes` (its order is the starting point) that keeps tp groups
+ *  inside nodes of the world's layout, and then cp groups too where possible: the nearest such
+ *  order to sizes->order (fewest swapped pairs), sizes->order itself when it already does. Writes
+ *  the order to `order` (STRATA_RANK_ORDER_BYTES suffice) and, when `note` is not NULL, one line
+ *  saying what it achieves ("keeps tp and cp inside nodes of 4 ranks" / "keeps tp inside nodes;
+ *  no order keeps cp inside as well"). When no order keeps tp inside a node (tp larger than a
+ *  node) it returns strataInvalidArgument with the reason in strataGetLastError(world) and `note`. */
+strataResult_t strataProposeRankOrder(strataComm_t world, const strataParallelSizes_t* sizes, char* order,
+                                      size_t orderLen, char* note, size_t noteLen);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

@@ -6,7 +6,9 @@
 //   comm.allReduce(g.data(), g.data(), g.size());         // sum, in place
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -53,10 +55,11 @@ class Communicator {
   Communicator() = default;
   explicit Communicator(strataComm_t c) : comm_(c) {}
   Communicator(int nranks, const strataUniqueId& id, int rank) { check(strataCommInitRank(&comm_, nranks, id, rank)); }
-  Communicator(Communicator&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)) {}
+  Communicator(Communicator&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)), owned_(o.owned_) {}
   Communicator& operator=(Communicator&& o) noexcept {
     reset();
     comm_ = std::exchange(o.comm_, nullptr);
+    owned_ = o.owned_;
     return *this;
   }
   Communicator(const Communicator&) = delete;
@@ -83,7 +86,17 @@ class Communicator {
     return id;
   }
 
+  /// A handle that uses `c` without owning it: destroying (or aborting) the handle leaves the
+  /// communicator alone. For communicators owned elsewhere, e.g. by ParallelGroups.
+  static Communicator borrow(strataComm_t c) {
+    Communicator x(c);
+    x.owned_ = false;
+    return x;
+  }
+
   strataComm_t get() const { return comm_; }
+  /// False for a borrowed handle (see borrow()).
+  bool owned() const { return owned_; }
   int rank() const {
     int r = -1;
     check(strataCommUserRank(comm_, &r), comm_);
@@ -101,9 +114,11 @@ class Communicator {
     check(strataCommSplit(comm_, color, key, &c, nullptr), comm_);
     return Communicator(c);
   }
-  /// Stops pending work (it fails with strataAborted) and frees the communicator.
+  /// Stops pending work (it fails with strataAborted) and frees the communicator. A borrowed
+  /// handle only lets go of it (abort through the owner).
   void abort() {
-    if (comm_) strataCommAbort(std::exchange(comm_, nullptr));
+    if (comm_ && owned_) strataCommAbort(comm_);
+    comm_ = nullptr;
   }
 
   template <typename T>
@@ -142,9 +157,11 @@ class Communicator {
 
  private:
   void reset() {
-    if (comm_) strataCommDestroy(std::exchange(comm_, nullptr));
+    if (comm_ && owned_) strataCommDestroy(comm_);
+    comm_ = nullptr;
   }
   strataComm_t comm_ = nullptr;
+  bool owned_ = true;
 };
 
 /// Scoped group: operations issued while it lives run together at end() (or destruction, where
@@ -164,6 +181,101 @@ class Group {
 
  private:
   bool open_ = true;
+};
+
+/// Sizes of the training mesh (strataParallelSizes_t with an owned order string).
+struct ParallelSizes {
+  int tp = 1, cp = 1, ep = 1, dp = 1, pp = 1;
+  std::string order;  ///< fastest first, e.g. "tp-cp-ep-dp-pp"; empty: that default
+  /// The C struct; it points into `order`, so it lives as long as this object is unchanged.
+  strataParallelSizes_t c() const { return {tp, cp, ep, dp, pp, order.empty() ? nullptr : order.c_str()}; }
+};
+
+/// Every group communicator of a (tp, cp, ep, dp, pp) mesh for this rank (strataParallelGroups*;
+/// the kinds and their dimensions are described in strata.h). Move-only; destruction frees the
+/// groups (not collective).
+///
+///   strata::ParallelGroups g(world, {.tp = 2, .dp = 2, .pp = 2});   // collective over world
+///   g.comm(strataGroupTp).allReduce(x, x, n);
+///   if (world.rank() == 0) std::fputs(g.report().c_str(), stdout);
+class ParallelGroups {
+ public:
+  ParallelGroups() = default;
+  /// Collective over `world`: one split per group kind. Throws Error (strataInvalidArgument with
+  /// the reason: bad sizes or order, or STRATA_STRICT_PLACEMENT=1 and tp across nodes).
+  ParallelGroups(const Communicator& world, const ParallelSizes& sizes) : world_(world.get()) {
+    const strataParallelSizes_t s = sizes.c();
+    check(strataParallelGroupsCreate(world_, &s, &g_), world_);
+    views_.reset(new std::array<Communicator, strataNumGroups>);
+    for (int k = 0; k < strataNumGroups; ++k) {
+      strataComm_t c = nullptr;
+      const strataResult_t rc = strataParallelGroupsComm(g_, static_cast<strataGroupKind_t>(k), &c);
+      if (rc != strataSuccess) {
+        strataParallelGroupsDestroy(std::exchange(g_, nullptr));
+        check(rc, world_);
+      }
+      (*views_)[static_cast<size_t>(k)] = Communicator::borrow(c);
+    }
+  }
+  ParallelGroups(ParallelGroups&& o) noexcept
+      : g_(std::exchange(o.g_, nullptr)), world_(o.world_), views_(std::move(o.views_)) {}
+  ParallelGroups& operator=(ParallelGroups&& o) noexcept {
+    reset();
+    g_ = std::exchange(o.g_, nullptr);
+    world_ = o.world_;
+    views_ = std::move(o.views_);
+    return *this;
+  }
+  ParallelGroups(const ParallelGroups&) = delete;
+  ParallelGroups& operator=(const ParallelGroups&) = delete;
+  ~ParallelGroups() { reset(); }
+
+  strataParallelGroups_t get() const { return g_; }
+  /// This rank's communicator of `kind`, borrowed: valid while this object lives (also after it
+  /// is moved: the reference stays good until the groups are destroyed).
+  Communicator& comm(strataGroupKind_t kind) const {
+    if (!g_ || kind < 0 || kind >= strataNumGroups)
+      throw Error(strataInvalidArgument, g_ ? "ParallelGroups::comm: invalid group kind " + std::to_string(int(kind))
+                                            : std::string("ParallelGroups::comm: no groups"));
+    return (*views_)[static_cast<size_t>(kind)];
+  }
+  /// This rank's coordinates, indexed by strataGroupTp .. strataGroupPp (tp, cp, ep, dp, pp).
+  std::array<int, STRATA_PARALLEL_DIMS> coords() const {
+    std::array<int, STRATA_PARALLEL_DIMS> c{};
+    check(strataParallelGroupsCoord(g_, c.data()), world_);
+    return c;
+  }
+  /// The placement report (the same text on every rank; see strataParallelGroupsReport).
+  std::string report() const {
+    size_t need = 0;
+    check(strataParallelGroupsReport(g_, nullptr, 0, &need), world_);
+    std::string s(need, '\0');
+    check(strataParallelGroupsReport(g_, s.data(), s.size(), nullptr), world_);
+    s.resize(need - 1);
+    return s;
+  }
+  /// An order that keeps tp (then cp) inside nodes of world's layout (strataProposeRankOrder);
+  /// empty when none exists. `note` (optional) receives what it achieves or why nothing does.
+  /// Throws Error for bad sizes.
+  static std::string proposeOrder(const Communicator& world, const ParallelSizes& sizes, std::string* note = nullptr) {
+    const strataParallelSizes_t s = sizes.c();
+    char order[STRATA_RANK_ORDER_BYTES] = {};
+    char why[512] = {};
+    const strataResult_t rc = strataProposeRankOrder(world.get(), &s, order, sizeof(order), why, sizeof(why));
+    if (note) *note = why;
+    if (rc == strataInvalidArgument && why[0] != '\0') return std::string();  // no order keeps tp inside
+    check(rc, world.get());
+    return order;
+  }
+
+ private:
+  void reset() {
+    if (g_) strataParallelGroupsDestroy(std::exchange(g_, nullptr));
+    views_.reset();
+  }
+  strataParallelGroups_t g_ = nullptr;
+  strataComm_t world_ = nullptr;  ///< where error texts are
+  std::unique_ptr<std::array<Communicator, strataNumGroups>> views_;
 };
 
 }  // namespace strata

@@ -2,23 +2,87 @@
 // (strata-run, torchrun, mpirun or srun), runs the standard correctness sweep, prints
 // "rank R: N checks passed" and exits 1 on any failure (listing what differed).
 //
-//   strata-run -n 4 -- ./strata_check_worker [--quick] [--split] [--memalloc]
+//   strata-run -n 4 -- ./strata_check_worker [--quick] [--split] [--memalloc] [--topology] [--transports]
+//                                            [--kill-rank V [--kill-after-ms T]]
 // --memalloc: instead of the standard sweep, every collective on strataMemAlloc buffers (the
 // single-copy path between processes).
-#include <cstdio>
-#include <cstring>
+// --topology: instead of the standard sweep, runTopologySweep (ranks spread over virtual nodes;
+// with --quick without its ~1M-element cases).
+// --transports: also prints "rank R transports: P:KIND ..." (KIND: the connection to rank P, tcp,
+// local(shm) or local(threads); self for R) and "rank R node K local L".
+// --kill-rank V [--kill-after-ms T]: instead of a sweep, every rank loops ~1M-element all-reduces;
+// rank V kills itself with SIGKILL T ms (default 300) after the communicator is ready, in the
+// middle of one. Each other rank must see a failed collective: it prints "rank R: failed as
+// expected after S s: MESSAGE" and exits 0 ("rank R: no error" and exit 1 if none comes within
+// 30 s). SIGTERM is ignored in this mode, so the launcher's SIGTERM at the victim's death does
+// not end the survivors before they report.
+#include <signal.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/comm.h"
 #include "strata/strata.h"
 #include "support/coll_checks.h"
 #include "support/memalloc_checks.h"
 
+namespace {
+
+void printTransports(strataComm_t comm) {
+  auto* c = static_cast<strata::Comm*>(comm);
+  std::string line = "rank " + std::to_string(c->rank()) + " transports:";
+  for (int p = 0; p < c->nranks(); ++p) {
+    strata::Connection* conn = p == c->rank() ? nullptr : c->conn(p);
+    line += " " + std::to_string(p) + ":" + (p == c->rank() ? "self" : conn ? conn->kindName() : "none");
+  }
+  const strata::topology::CommLayout& l = c->layout();
+  std::printf("%s\nrank %d node %d local %d\n", line.c_str(), c->rank(), l.node(c->rank()), l.localRank(c->rank()));
+  std::fflush(stdout);
+}
+
+int killedRankMode(strataComm_t comm, int rank, int victim, int afterMs) {
+  using Clock = std::chrono::steady_clock;
+  if (rank == victim) {
+    std::thread([afterMs] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(afterMs));
+      raise(SIGKILL);
+    }).detach();
+  }
+  std::vector<float> buf((size_t{1} << 20) + 1, 1.0f);
+  const auto start = Clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  while (seconds() < 30) {
+    if (strataAllReduce(buf.data(), buf.data(), buf.size(), strataFloat32, strataMax, comm) != strataSuccess) {
+      std::printf("rank %d: failed as expected after %.2f s: %s\n", rank, seconds(), strataGetLastError(comm));
+      std::fflush(stdout);
+      return 0;
+    }
+  }
+  std::printf("rank %d: no error\n", rank);
+  return 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  bool quick = false, split = false, memalloc = false;
+  bool quick = false, split = false, memalloc = false, topologySweep = false, transports = false;
+  int killRank = -1, killAfterMs = 300;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--split")) split = true;
     if (!std::strcmp(argv[i], "--memalloc")) memalloc = true;
+    if (!std::strcmp(argv[i], "--topology")) topologySweep = true;
+    if (!std::strcmp(argv[i], "--transports")) transports = true;
+    if (!std::strcmp(argv[i], "--kill-rank") && i + 1 < argc) killRank = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--kill-after-ms") && i + 1 < argc) killAfterMs = std::atoi(argv[++i]);
   }
+  if (killRank >= 0) signal(SIGTERM, SIG_IGN);
   strataComm_t comm = nullptr;
   if (strataCommInitFromEnv(&comm, nullptr) != strataSuccess) {
     std::fprintf(stderr, "init failed: %s\n", strataGetLastError(nullptr));
@@ -27,8 +91,12 @@ int main(int argc, char** argv) {
   int rank = 0, n = 0;
   strataCommUserRank(comm, &rank);
   strataCommCount(comm, &n);
+  if (transports) printTransports(comm);
+  if (killRank >= 0) return killedRankMode(comm, rank, killRank, killAfterMs);
   strata::testing::CheckReport rep;
-  if (memalloc)
+  if (topologySweep)
+    strata::testing::runTopologySweep(comm, !quick, &rep);
+  else if (memalloc)
     strata::testing::runMemAllocSweep(comm, quick, &rep);
   else
     strata::testing::runStandardSweep(comm, quick, &rep);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "collectives/comm.h"
 #include "kernels/host_reduce.h"
 #include "support/typed_values.h"
 
@@ -340,6 +341,68 @@ void runStandardSweep(strataComm_t comm, bool quick, CheckReport* rep) {
   checkAllToAllV(comm, strataUint8, 1000, rep);
   checkInPlaceShift(comm, 1001, rep);
   checkInPlaceShift(comm, quick ? 100003 : 1000003, rep);
+}
+
+void runTopologySweep(strataComm_t comm, bool large, CheckReport* rep) {
+  int n = 0;
+  strataCommCount(comm, &n);
+  const topology::CommLayout& layout = static_cast<const Comm*>(comm)->layout();
+  // One root per node, at a different local rank on each node (first node: local rank 0).
+  std::vector<int> roots;
+  for (int k = 0; k < layout.nnodes(); ++k) roots.push_back(layout.rankAt(k, k % layout.localSize(k)));
+  const size_t big = (size_t{1} << 20) + 1;                                  // odd: uneven segments
+  const size_t bigBlock = (size_t{1} << 20) / static_cast<size_t>(n) + 1;  // per-rank blocks, ~1M in all
+  const CollType colls[] = {CollType::AllReduce, CollType::ReduceScatter, CollType::AllGather, CollType::Broadcast,
+                            CollType::Reduce,    CollType::AllToAll,      CollType::Gather,    CollType::Scatter};
+  for (CollType c : colls) {
+    const bool perRank = c == CollType::ReduceScatter || c == CollType::AllGather || c == CollType::AllToAll ||
+                         c == CollType::Gather || c == CollType::Scatter;
+    const bool rooted = c == CollType::Broadcast || c == CollType::Reduce || c == CollType::Gather ||
+                        c == CollType::Scatter;
+    std::vector<size_t> counts = {0, 1, 7, 1031, perRank ? size_t{65537} / static_cast<size_t>(n) + 1 : 65537};
+    if (large) counts.push_back(perRank ? bigBlock : big);
+    for (size_t count : counts)
+      for (bool inPlace : {false, true}) {
+        if (!rooted) {
+          checkCollective(comm, c, strataFloat32, strataSum, count, 0, inPlace, rep);
+          continue;
+        }
+        // Small counts: a root on every node; larger ones: on the last node (local rank > 0 unless
+        // the node has one rank).
+        for (size_t k = 0; k < roots.size(); ++k)
+          if (count <= 1031 || k + 1 == roots.size())
+            checkCollective(comm, c, strataFloat32, strataSum, count, roots[k], inPlace, rep);
+      }
+  }
+  // Every dtype x op at odd counts.
+  const int ops[] = {strataSum, strataProd, strataMax, strataMin, strataAvg, kPreMulSum};
+  for (int t = 0; t < strataNumTypes; ++t)
+    for (int op : ops) {
+      const auto dt = static_cast<strataDataType_t>(t);
+      checkCollective(comm, CollType::AllReduce, dt, op, 1031, 0, t % 2 == 0, rep);
+      checkCollective(comm, CollType::ReduceScatter, dt, op, 129, 0, t % 2 == 1, rep);
+      checkCollective(comm, CollType::Reduce, dt, op, 257, roots[static_cast<size_t>(t) % roots.size()], t % 2 == 0,
+                      rep);
+    }
+  for (int t = 0; t < strataNumTypes; ++t) {
+    const auto dt = static_cast<strataDataType_t>(t);
+    checkCollective(comm, CollType::AllGather, dt, strataSum, 33, 0, t % 2 == 0, rep);
+    checkCollective(comm, CollType::AllToAll, dt, strataSum, 33, 0, t % 2 == 1, rep);
+    checkCollective(comm, CollType::Broadcast, dt, strataSum, 65, roots.back(), t % 2 == 0, rep);
+  }
+  // ~1M-element reductions in other dtypes and ops.
+  if (large) {
+    checkCollective(comm, CollType::AllReduce, strataBfloat16, strataSum, big, 0, true, rep);
+    checkCollective(comm, CollType::AllReduce, strataInt32, strataMax, big, 0, false, rep);
+    checkCollective(comm, CollType::AllReduce, strataFloat64, strataAvg, big, 0, true, rep);
+    checkCollective(comm, CollType::ReduceScatter, strataFloat16, kPreMulSum, bigBlock, 0, false, rep);
+    checkCollective(comm, CollType::Reduce, strataUint8, strataMin, big, roots[roots.size() / 2], true, rep);
+  }
+  // Send / receive across and within nodes.
+  checkAllToAllV(comm, strataFloat32, 0, rep);
+  checkAllToAllV(comm, strataUint8, 1000, rep);
+  checkInPlaceShift(comm, 1001, rep);
+  if (large) checkInPlaceShift(comm, big, rep);
 }
 
 }  // namespace strata::testing

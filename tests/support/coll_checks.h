@@ -49,4 +49,13 @@ void checkInPlaceShift(strataComm_t comm, size_t count, CheckReport* report);
 /// every dtype x op on all-reduce/reduce-scatter/reduce, every root on rooted collectives.
 void runStandardSweep(strataComm_t comm, bool quick, CheckReport* report);
 
+/// The sweep for communicators spread over several (virtual) nodes: every collective x counts 0,
+/// 1, 7, 1031, ~64K and ~1M elements (per-rank blocks of ~64K/n and ~1M/n elements for
+/// reduce-scatter, all-gather, all-to-all, gather and scatter) x in / out of place, rooted
+/// collectives with a root on every node (each at a different local rank; ~64K and ~1M: the last
+/// node's); every dtype x op on all-reduce, reduce-scatter and reduce at odd counts; ~1M-element
+/// reductions in several dtypes and ops; grouped send/recv (all-to-all-v, in-place shift).
+/// `large` false leaves out the ~1M-element cases.
+void runTopologySweep(strataComm_t comm, bool large, CheckReport* report);
+
 }  // namespace strata::testing
