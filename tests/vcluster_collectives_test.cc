@@ -308,7 +308,11 @@ TEST_P(TopologyFileCluster, EveryCollectiveIsExactAndCrossNodeTrafficIsTcp) {
                                   WORKER_BIN,     "--topology", "--transports"};
   if (!c.large) cmd.push_back("--quick");
   const auto start = Clock::now();
-  Proc r = runOne(cmd, {{"STRATA_TOPO_FILE", file}, {"STRATA_ALGO", c.algo}, {"STRATA_LOG_LEVEL", "debug"}}, 110);
+  // STRATA_TIMEOUT below the launcher's: a stuck wait reports its step and the ranks it waits on.
+  Proc r = runOne(cmd,
+                  {{"STRATA_TOPO_FILE", file}, {"STRATA_ALGO", c.algo}, {"STRATA_LOG_LEVEL", "debug"},
+                   {"STRATA_TIMEOUT", "60"}},
+                  110);
   const double took = std::chrono::duration<double>(Clock::now() - start).count();
   ASSERT_FALSE(r.limitHit) << "hung: " << failures(r.out);
   EXPECT_EQ(r.code, 0) << failures(r.out);
