@@ -41,6 +41,8 @@
 #include <utility>
 #include <vector>
 
+#include "support/netns_support.h"
+
 #include "collectives/comm.h"
 #include "strata/strata.h"
 #include "support/coll_checks.h"
@@ -162,17 +164,6 @@ Proc runOne(const std::vector<std::string>& cmd, const Env& env, double limitSec
 }
 
 bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
-
-std::string commandOutput(const std::string& cmd) {
-  std::string out;
-  if (FILE* f = popen((cmd + " 2>/dev/null").c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-    pclose(f);
-  }
-  return out;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The expected layout of a placement and what the worker and the log report.
@@ -516,40 +507,10 @@ TEST(ProcessesOfThreadsOnVirtualNodes, EveryKindOfPeerIsRightAndExact) {
 // ---------------------------------------------------------------------------------------------
 // 2. Network-namespace clusters (privileged).
 
-bool haveCap(int cap) {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("CapEff:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> cap) & 1ull;
-  return false;
-}
-
 /// Why network-namespace clusters cannot be tested here, or "".
 std::string missingPrivileges() {
   if (!HAVE_PROGS) return "strata-run or strata_check_worker is not built";
-  if (geteuid() != 0) return "not root: virtual clusters need CAP_NET_ADMIN and CAP_SYS_ADMIN";
-  if (!haveCap(12) || !haveCap(21)) return "CAP_NET_ADMIN or CAP_SYS_ADMIN missing";
-  if (commandOutput("command -v ip").empty()) return "the `ip` command (iproute2) is not installed";
-  return "";
-}
-
-/// The namespaces, bridges and veths of launcher `pid` that exist now.
-std::vector<std::string> objectsOf(pid_t pid) {
-  std::vector<std::string> found;
-  const std::string p = std::to_string(pid);
-  const std::regex ns("^strata-" + p + "-n\\d+"), link("^\\d+: (st" + p + "(r\\d+|n\\d+r\\d+))[@:]");
-  std::istringstream nsIn(commandOutput("ip netns list")), linkIn(commandOutput("ip -o link show"));
-  std::smatch m;
-  for (std::string l; std::getline(nsIn, l);)
-    if (std::regex_search(l, m, ns)) found.push_back(m.str(0));
-  for (std::string l; std::getline(linkIn, l);)
-    if (std::regex_search(l, m, link)) found.push_back(m.str(1));
-  return found;
-}
-
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
-  return s;
+  return strata::testing::netnsUnavailable();
 }
 
 class NetnsCluster : public ::testing::Test {
@@ -559,8 +520,8 @@ class NetnsCluster : public ::testing::Test {
     if (!why.empty()) GTEST_SKIP() << why;
   }
   static void expectClean(pid_t pid) {
-    EXPECT_EQ(joined(objectsOf(pid)), "") << "virtual-cluster objects of launcher " << pid << " left behind";
-    EXPECT_FALSE(has(commandOutput("ip netns list"), "strata-" + std::to_string(pid) + "-"));
+    EXPECT_EQ(strata::testing::joinWords(strata::testing::vclusterObjectsOf(pid)), "") << "virtual-cluster objects of launcher " << pid << " left behind";
+    EXPECT_FALSE(has(strata::testing::commandOutput("ip netns list"), "strata-" + std::to_string(pid) + "-"));
   }
 };
 

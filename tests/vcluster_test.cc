@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/netns_support.h"
+
 // STRATA_RUN_BIN comes from tests/CMakeLists.txt, the helpers' paths from launcher_progs/.
 #if defined(STRATA_RUN_BIN) && defined(VCLUSTER_HELPER) && defined(LAUNCHER_HELPER) && \
     defined(LAUNCHER_BOOTSTRAP_HELPER)
@@ -122,37 +124,6 @@ JobRun runLauncher(const std::vector<std::string>& args, double limitSec = 30, c
   return r;
 }
 
-std::string commandOutput(const std::string& cmd) {
-  std::string out;
-  if (FILE* f = popen((cmd + " 2>/dev/null").c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-    pclose(f);
-  }
-  return out;
-}
-
-/// The virtual-cluster objects (namespaces, bridges, veths) of launcher `pid` that exist now.
-std::vector<std::string> objectsOf(pid_t pid) {
-  std::vector<std::string> found;
-  const std::string p = std::to_string(pid);
-  const std::regex ns("^strata-" + p + "-n\\d+"), link("^\\d+: (st" + p + "(r\\d+|n\\d+r\\d+))[@:]");
-  std::istringstream nsIn(commandOutput("ip netns list")), linkIn(commandOutput("ip -o link show"));
-  std::smatch m;
-  for (std::string l; std::getline(nsIn, l);)
-    if (std::regex_search(l, m, ns)) found.push_back(m.str(0));
-  for (std::string l; std::getline(linkIn, l);)
-    if (std::regex_search(l, m, link)) found.push_back(m.str(1));
-  return found;
-}
-
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
-  return s;
-}
-
 bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
 
 int count(const std::string& hay, const std::string& needle) {
@@ -168,24 +139,14 @@ std::string rankValue(const std::string& out, int rank, const std::string& key) 
   return std::regex_search(out, m, re) ? m.str(2) : "";
 }
 
-bool haveCap(int cap) {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("CapEff:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> cap) & 1ull;
-  return false;
-}
-
 bool inPath(const std::string& prog) {
-  return !commandOutput("command -v " + prog).empty();
+  return !strata::testing::commandOutput("command -v " + prog).empty();
 }
 
 /// Why virtual clusters cannot be tested here, or "".
 std::string missingPrivileges() {
   if (!HAVE_PROGS) return "strata-run or the helper programs are not built";
-  if (geteuid() != 0) return "not root: virtual clusters need CAP_NET_ADMIN and CAP_SYS_ADMIN";
-  if (!haveCap(12) || !haveCap(21)) return "CAP_NET_ADMIN or CAP_SYS_ADMIN missing";
-  if (!inPath("ip")) return "the `ip` command (iproute2) is not installed";
-  return "";
+  return strata::testing::netnsUnavailable();
 }
 
 class VClusterTest : public ::testing::Test {
@@ -196,7 +157,7 @@ class VClusterTest : public ::testing::Test {
   }
   /// Fails unless every object of launcher `pid` is gone.
   static void expectClean(pid_t pid, const std::string& when) {
-    EXPECT_EQ(joined(objectsOf(pid)), "") << "virtual-cluster objects left " << when;
+    EXPECT_EQ(strata::testing::joinWords(strata::testing::vclusterObjectsOf(pid)), "") << "virtual-cluster objects left " << when;
   }
   const std::string vhelper = VCLUSTER_HELPER;
   const std::string helper = LAUNCHER_HELPER;
@@ -209,7 +170,7 @@ Watch whenReady(int ready, int sig, std::vector<std::string>* objects, const std
   return [=](pid_t launcher, const std::string& out) {
     if (*done || count(out, "] ready\n") < ready) return;
     *done = true;
-    *objects = objectsOf(launcher);
+    *objects = strata::testing::vclusterObjectsOf(launcher);
     if (extra) extra(launcher);
     kill(launcher, sig);
   };
@@ -291,11 +252,11 @@ TEST_F(VClusterTest, FailingRankEndsTheJobAndCleansUp) {
   auto seen = std::make_shared<bool>(false);
   JobRun r = runLauncher({"--nodes", "2", "--ppn", "2", "--", helper, "fail", "3", "3"}, 30,
                          [&](pid_t launcher, const std::string& out) {
-                           if (!*seen && count(out, "] ready\n") == 4) *seen = true, during = objectsOf(launcher);
+                           if (!*seen && count(out, "] ready\n") == 4) *seen = true, during = strata::testing::vclusterObjectsOf(launcher);
                          });
   ASSERT_FALSE(r.limitHit);
   EXPECT_EQ(r.code, 3) << r.err;
-  EXPECT_EQ(during.size(), 2u + 2u + 1u) << "2 namespaces, 2 veths, 1 bridge: " << joined(during);
+  EXPECT_EQ(during.size(), 2u + 2u + 1u) << "2 namespaces, 2 veths, 1 bridge: " << strata::testing::joinWords(during);
   expectClean(r.pid, "after a failed job");
 }
 
@@ -306,12 +267,12 @@ TEST_F(VClusterTest, SigintEndsTheJobAndCleansUp) {
                           "sleep", "30"},
                          30, whenReady(4, SIGINT, &during, [&](pid_t launcher) {
                            const std::string p = std::to_string(launcher);
-                           tcNode = commandOutput("tc -n strata-" + p + "-n1 qdisc show dev rail1");
-                           tcHost = commandOutput("tc qdisc show dev st" + p + "n1r1");
+                           tcNode = strata::testing::commandOutput("tc -n strata-" + p + "-n1 qdisc show dev rail1");
+                           tcHost = strata::testing::commandOutput("tc qdisc show dev st" + p + "n1r1");
                          }));
   ASSERT_FALSE(r.limitHit);
   EXPECT_EQ(r.code, 128 + SIGINT) << r.err;
-  EXPECT_EQ(during.size(), 2u + 4u + 2u) << joined(during);
+  EXPECT_EQ(during.size(), 2u + 4u + 2u) << strata::testing::joinWords(during);
   EXPECT_TRUE(has(tcNode, "tbf") && has(tcNode, "rate 100Mbit")) << tcNode;
   EXPECT_TRUE(has(tcHost, "tbf") && has(tcHost, "rate 100Mbit")) << tcHost;
   expectClean(r.pid, "after SIGINT");
@@ -322,7 +283,7 @@ TEST_F(VClusterTest, CleanupCommandRemovesWhatAKilledLauncherLeft) {
   JobRun r = runLauncher({"--nodes", "2", "--", helper, "sleep", "30"}, 30, whenReady(2, SIGKILL, &during));
   ASSERT_FALSE(r.limitHit);
   EXPECT_EQ(r.code, 128 + SIGKILL);
-  EXPECT_EQ(during.size(), 2u + 2u + 1u) << joined(during);
+  EXPECT_EQ(during.size(), 2u + 2u + 1u) << strata::testing::joinWords(during);
   JobRun c = runLauncher({"--cleanup-vcluster"});
   EXPECT_EQ(c.code, 0) << c.err;
   expectClean(r.pid, "after --cleanup-vcluster");
