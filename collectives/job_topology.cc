@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <mutex>
 
 #include "topology/host_identity.h"
@@ -66,9 +69,37 @@ Status fillNodeIdentity(int rank, int nranks, RankInfo* info) {
     std::ifstream speed("/sys/class/net/" + f.name + "/speed");
     long mbps = 0;
     if (speed >> mbps && mbps > 0) info->ifMbps[info->nifs] = static_cast<uint32_t>(mbps);
+    std::ifstream numa("/sys/class/net/" + f.name + "/device/numa_node");
+    int node = -1;
+    info->ifNuma[info->nifs] = numa >> node ? node : -1;
     ++info->nifs;
   }
+  info->numa = cpuNumaDomain(info->cpuMask);
   return OkStatus();
+}
+
+int cpuNumaDomain(const uint64_t cpuMask[4]) {
+  int found = -1;
+  for (int node = 0; node < 1024; ++node) {
+    std::ifstream f("/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");
+    std::string list;
+    if (!(f >> list)) {
+      if (node > 0) break;
+      return -1;
+    }
+    // Does this domain hold any of the rank's CPUs?
+    bool holds = false;
+    std::istringstream ranges(list);
+    for (std::string part; std::getline(ranges, part, ',') && !holds;) {
+      int lo = 0, hi = 0;
+      if (std::sscanf(part.c_str(), "%d-%d", &lo, &hi) != 2) hi = lo = std::atoi(part.c_str());
+      for (int c = lo; c <= hi && c < 256 && !holds; ++c) holds = (cpuMask[c / 64] >> (c % 64)) & 1;
+    }
+    if (!holds) continue;
+    if (found >= 0) return -1;  // CPUs in several domains
+    found = node;
+  }
+  return found;
 }
 
 CostModel::Costs jobLinkCosts(const std::vector<RankInfo>& infos) {
@@ -110,8 +141,26 @@ topology::CommLayout layoutFromInfos(const std::vector<RankInfo>& infos) {
   const topology::CommLayout plain(places);
   for (size_t r = 0; r < infos.size(); ++r) {
     const RankInfo& i = infos[r];
-    if (i.homeRail >= 0) places[r].rail = i.homeRail;
-    else if (i.nifs > 0) places[r].rail = plain.localRank(static_cast<int>(r)) % static_cast<int>(i.nifs);
+    if (i.homeRail >= 0) {
+      places[r].rail = i.homeRail;
+      continue;
+    }
+    if (i.nifs == 0) continue;
+    // The interfaces on the rank's NUMA domain, if it has one and any is there; else all.
+    std::vector<int> near;
+    for (uint32_t k = 0; k < i.nifs && k < RankInfo::kMaxIfs; ++k)
+      if (i.numa >= 0 && i.ifNuma[k] == i.numa) near.push_back(static_cast<int>(k));
+    const bool local = !near.empty();
+    if (!local)
+      for (uint32_t k = 0; k < i.nifs && k < RankInfo::kMaxIfs; ++k) near.push_back(static_cast<int>(k));
+    // Spread the ranks that share those interfaces over them: count the node's ranks before this
+    // one that choose among the same set (same NUMA domain, or all when no locality is known).
+    int before = 0;
+    for (int q : plain.members(plain.node(static_cast<int>(r)))) {
+      if (q == static_cast<int>(r)) break;
+      before += local ? infos[static_cast<size_t>(q)].numa == i.numa : 1;
+    }
+    places[r].rail = near[static_cast<size_t>(before) % near.size()];
   }
   return topology::CommLayout(places);
 }

@@ -25,8 +25,13 @@ Status fillNodeIdentity(int rank, int nranks, RankInfo* info);
 /// file's, else the slowest interface rate the ranks detected (sysfs), else the default.
 CostModel::Costs jobLinkCosts(const std::vector<RankInfo>& infos);
 
-/// The layout of a communicator from its ranks' infos: nodes by node identity, home rail = the
-/// rank's own choice, else its local rank modulo its interface count.
+/// The layout of a communicator from its ranks' infos: nodes by node identity. A rank's home rail
+/// is its own choice, else the closest interface to its CPUs: among the interfaces on the NUMA
+/// domain its CPUs lie in (all interfaces when that is unknown or none is there), the node's ranks
+/// that choose among the same set are dealt over it in local-rank order.
 topology::CommLayout layoutFromInfos(const std::vector<RankInfo>& infos);
+
+/// The NUMA domain (sysfs) all CPUs of a mask lie in; -1 when they span several or it is unknown.
+int cpuNumaDomain(const uint64_t cpuMask[4]);
 
 }  // namespace strata
