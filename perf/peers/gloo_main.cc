@@ -26,6 +26,8 @@ void addGlooOptions(CLI::App& app) {
   app.add_option("--store", setup.storeDir, "file-store directory for the rendezvous (default: one per strata-run job)")
       ->type_name("DIR");
   app.add_option("--host", setup.host, "address the ranks listen on")->capture_default_str();
+  app.add_option("--iface", setup.iface, "listen on this network interface's address instead (each rank its own, "
+                 "e.g. rail0 on a strata-run --nodes cluster)")->type_name("NAME");
 }
 
 int launchGlooRank(const strata::perf::Options& o, const strata::perf::RankBody& body) {

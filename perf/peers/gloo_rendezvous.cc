@@ -43,7 +43,8 @@ std::shared_ptr<gloo::Context> connectGloo(const GlooSetup& setup) {
   if (ec) throw std::runtime_error(fmt::format("cannot create the file store {}: {}", dir, ec.message()));
 
   gloo::transport::tcp::attr attr;
-  attr.hostname = setup.host;
+  if (setup.iface.empty()) attr.hostname = setup.host;
+  else attr.iface = setup.iface;  // e.g. rail0 on a virtual cluster: every rank has its own address
   auto device = gloo::transport::tcp::CreateDevice(attr);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   try {

@@ -13,6 +13,7 @@ namespace strata::perf {
 struct GlooSetup {
   std::string storeDir;  ///< empty: /tmp/strata-gloo-<job>, created and removed here
   std::string host = "127.0.0.1";
+  std::string iface;     ///< non-empty: listen on this interface's address instead of `host`
 };
 
 /// Connects every rank to every other (full mesh). Throws std::runtime_error with the reason.
