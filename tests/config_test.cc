@@ -1,7 +1,13 @@
 // config_test.cc: the configuration registry (typed parsing, errors naming the variable, the
 // documented table) and launch-environment helpers.
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
 
 #include "collectives/launch_env.h"
 #include "support/thread_ranks.h"
@@ -77,6 +83,42 @@ TEST(Config, SocketIfnameSelectsInterfacesAndNcclNameIsHonoured) {
   const std::vector<net::Interface> dflt = net::usableInterfaces();
   if (dflt.size() > 1)
     for (const net::Interface& f : dflt) EXPECT_NE(f.name, "lo") << "loopback only when nothing else is up";
+}
+
+// strata-run --nodes leaves bridges named st<pid>r<k> with addresses in the launcher's namespace
+// while its job runs: other jobs must not take them for rails (they vanish under their feet).
+TEST(Config, VirtualClusterBridgesAreNotRails) {
+  if (geteuid() != 0 || std::system("command -v ip > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "needs root and iproute2 to create a bridge";
+  // Hold strata-run's virtual-cluster lock meanwhile: a launch refuses to start while another
+  // holder's address in 198.18.0.0/15 exists.
+  const int lock = open("/run/strata-vcluster.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0 || flock(lock, LOCK_EX) != 0) GTEST_SKIP() << "cannot take /run/strata-vcluster.lock";
+  struct Unlock {
+    int fd;
+    ~Unlock() { close(fd); }
+  } unlock{lock};
+  const std::string br = "st" + std::to_string(getpid()) + "r7";
+  if (std::system(("ip link add " + br + " type bridge 2>/dev/null && ip addr add 198.19.254.7/32 dev " + br +
+                   " && ip link set " + br + " up").c_str()) != 0) {
+    std::system(("ip link del " + br + " 2>/dev/null").c_str());
+    GTEST_SKIP() << "cannot create a bridge here";
+  }
+  auto names = [] {
+    std::string all;
+    for (const net::Interface& f : net::usableInterfaces()) all += f.name + " ";
+    return all;
+  };
+  ASSERT_TRUE(reloadConfig().ok());
+  const std::string byDefault = names();
+  ASSERT_EQ(setenv("STRATA_SOCKET_IFNAME", br.c_str(), 1), 0);  // named explicitly, it is used
+  ASSERT_TRUE(reloadConfig().ok());
+  const std::string named = names();
+  unsetenv("STRATA_SOCKET_IFNAME");
+  ASSERT_TRUE(reloadConfig().ok());
+  std::system(("ip link del " + br).c_str());
+  EXPECT_EQ(byDefault.find(br), std::string::npos) << byDefault;
+  EXPECT_EQ(named, br + " ");
 }
 
 TEST(LaunchEnv, SlurmHostLists) {

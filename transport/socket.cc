@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 
 #include "transport/config.h"
@@ -82,6 +83,19 @@ bool interfaceMatches(const std::string& spec, const std::string& ifname) {
   return exclude ? !hit : hit;
 }
 
+// strata-run --nodes names its rail bridges st<pid>r<k> in the launcher's namespace: they come and
+// go with other jobs, so ranks must not take them for rails of their own.
+static bool isVirtualClusterBridge(const std::string& name) {
+  size_t i = 2;
+  if (name.compare(0, 2, "st") != 0) return false;
+  const size_t pidStart = i;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  if (i == pidStart || i >= name.size() || name[i] != 'r') return false;
+  const size_t railStart = ++i;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  return i > railStart && i == name.size();
+}
+
 std::vector<Interface> usableInterfaces() {
   const Config& cfg = config();
   const std::string& spec = !cfg.socketIfname.empty() ? cfg.socketIfname : cfg.ncclSocketIfname;
@@ -101,7 +115,9 @@ std::vector<Interface> usableInterfaces() {
   }
   std::sort(all.begin(), all.end(), [](const Interface& a, const Interface& b) { return a.name < b.name; });
   for (const Interface& f : all)
-    if (spec.empty() ? interfaceMatches("^lo,docker", f.name) : interfaceMatches(spec, f.name)) chosen.push_back(f);
+    if (spec.empty() ? interfaceMatches("^lo,docker", f.name) && !isVirtualClusterBridge(f.name)
+                     : interfaceMatches(spec, f.name))
+      chosen.push_back(f);
   if (chosen.empty() && spec.empty())
     for (const Interface& f : all)
       if (f.name.compare(0, 2, "lo") == 0) chosen.push_back(f);

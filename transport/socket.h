@@ -28,8 +28,8 @@ struct Interface {
 /// a leading '^' makes it a list to exclude, a leading '=' makes names match exactly.
 bool interfaceMatches(const std::string& spec, const std::string& ifname);
 /// The interfaces that are up and have an IPv4 address, selected by STRATA_SOCKET_IFNAME (else
-/// NCCL_SOCKET_IFNAME), sorted by name: the rails. Without either: every interface but loopback
-/// and docker bridges (loopback alone when nothing else is up).
+/// NCCL_SOCKET_IFNAME), sorted by name: the rails. Without either: every interface but loopback,
+/// docker bridges and strata-run's virtual-cluster bridges (loopback alone when nothing else is up).
 std::vector<Interface> usableInterfaces();
 /// The IPv4 address (network order) to advertise: STRATA_SOCKET_ADDR if set, else the first
 /// usable interface's address, else 127.0.0.1.
