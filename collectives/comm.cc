@@ -261,14 +261,16 @@ const Schedule& Comm::schedule(Algo algo, const CollArgs& a) {
 }
 
 Algo Comm::chooseAlgo(CollType coll, size_t count, size_t elemBytes) {
-  for (const TunedChoice& t : tuned_)
-    if (t.coll == coll && t.count == count && t.elemBytes == elemBytes) return t.algo;
   TunerInput in{coll, nranks_, 0, allLocal_};
   const bool perRank = coll == CollType::ReduceScatter || coll == CollType::AllGather || coll == CollType::AllToAll ||
                        coll == CollType::Gather || coll == CollType::Scatter;
   in.bytes = count * elemBytes * (perRank ? static_cast<size_t>(nranks_) : 1);
   in.count = count;
   in.elemBytes = elemBytes;
+  // One node: size thresholds, cheaper than a cache lookup. Across nodes: the model, cached.
+  if (allLocal_ || layout_.nnodes() == 1) return strata::chooseAlgo(in);
+  for (const TunedChoice& t : tuned_)
+    if (t.coll == coll && t.count == count && t.elemBytes == elemBytes) return t.algo;
   in.model = costModel_.get();
   const Algo a = strata::chooseAlgo(in);
   if (tuned_.size() >= kScheduleCacheSize) tuned_.erase(tuned_.begin());
