@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/launcher_run.h"
 #include "support/netns_support.h"
 
 // STRATA_RUN_BIN comes from tests/CMakeLists.txt, the helpers' paths from launcher_progs/.
@@ -52,12 +53,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct JobRun {
-  int code = -1;          ///< exit code, or 128+signal
-  bool limitHit = false;  ///< killed by the test's time limit
-  std::string out, err;
-  pid_t pid = -1;         ///< the launcher's pid: its objects carry it
-};
+using strata::testing::JobRun;
 
 /// Called with the output so far; may act on the launcher.
 using Watch = std::function<void(pid_t launcher, const std::string& out)>;
@@ -65,63 +61,12 @@ using Watch = std::function<void(pid_t launcher, const std::string& out)>;
 /// Runs `prefix... strata-run args...` with output captured, SIGKILLed past `limitSec`.
 JobRun runLauncher(const std::vector<std::string>& args, double limitSec = 30, const Watch& watch = {},
                    const std::vector<std::string>& prefix = {}) {
-  JobRun r;
-  int outP[2], errP[2];
-  if (pipe2(outP, O_CLOEXEC) != 0 || pipe2(errP, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe: " << std::strerror(errno);
-    return r;
-  }
-  std::vector<std::string> store = prefix;
-  store.push_back(STRATA_RUN_BIN);
-  store.insert(store.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& s : store) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limitSec));
-  pid_t pid = fork();
-  if (pid == 0) {
-    int null = open("/dev/null", O_RDONLY);
-    dup2(null, 0);
-    dup2(outP[1], 1);
-    dup2(errP[1], 2);
-    execvp(argv[0], argv.data());
-    _exit(121);
-  }
-  r.pid = pid;
-  close(outP[1]);
-  close(errP[1]);
-  int fds[2] = {outP[0], errP[0]};
-  std::string* dst[2] = {&r.out, &r.err};
-  while (fds[0] >= 0 || fds[1] >= 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0 && !r.limitHit) {
-      r.limitHit = true;
-      kill(pid, SIGKILL);
-    }
-    struct pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
-    int n = poll(p, 2, r.limitHit ? 2000 : static_cast<int>(std::min<long long>(left, 100)));
-    if (n == 0 && r.limitHit) break;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char buf[65536];
-      ssize_t k = read(fds[i], buf, sizeof(buf));
-      if (k > 0) {
-        dst[i]->append(buf, static_cast<size_t>(k));
-      } else if (k == 0 || errno != EINTR) {
-        close(fds[i]);
-        fds[i] = -1;
-      }
-    }
-    if (watch && !r.limitHit) watch(pid, r.out);
-  }
-  for (int fd : fds)
-    if (fd >= 0) close(fd);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  std::vector<std::string> cmd = prefix;
+  cmd.push_back(STRATA_RUN_BIN);
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  strata::testing::Watch onOutput;
+  if (watch) onOutput = [&watch](pid_t p, const std::string& out, const std::string&) { watch(p, out); };
+  return strata::testing::runJob(cmd, limitSec, {}, onOutput);
 }
 
 bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
