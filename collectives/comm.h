@@ -79,7 +79,7 @@ class Comm : public strataComm {
   const CustomOp* customOp(strataRedOp_t op) const;
 
   CommTransports& transports() { return transports_; }
-  Connection* conn(int peer) { return transports_.conns[peer].get(); }
+  Connection* conn(int peer) { return transports_.conn(peer); }
   Bootstrap& bootstrap() { return *bootstrap_; }
 
   /// Scratch memory of at least `bytes`, kept across calls (grows, never shrinks).

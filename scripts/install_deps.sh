@@ -7,7 +7,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-  build-essential cmake pkg-config \
+  build-essential cmake pkg-config libibverbs-dev libucx-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   libcli11-dev nlohmann-json3-dev libfmt-dev libhwloc-dev gnuplot-nox graphviz iproute2 \
   openmpi-bin libopenmpi-dev libgloo-dev python3 python3-matplotlib >/dev/null

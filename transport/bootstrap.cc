@@ -1,14 +1,20 @@
-// bootstrap.cc: unique ids, the root rendezvous server, and each rank's setup ring.
+// bootstrap.cc: unique ids, the root rendezvous server, each rank's partner sockets (Bruck's
+// all-gather) and the non-blocking connection opening used by transports that connect on first use.
 //
 // Join protocol (all integers little-endian host order; one machine architecture per job):
 //   rank -> root: JoinMsg {magic, secret, rank, nranks, RankInfo}
-//   root -> rank: JoinReply {status, nranks, msgLen} then RankInfo[nranks] or an error message.
-// The root waits for all ranks of a round; if some never arrive within the join timeout (counted
-// from the first arrival), every waiting rank gets "rank R of N did not join within T s".
+//   root -> rank: JoinReply {status, nranks, msgLen, roundTag} then, on success, the address of
+//                 each rank it sends to in Bruck's all-gather (rank - 2^k, k < ceil(log2 n)), else
+//                 an error message of msgLen bytes.
+// The root's traffic is O(n log n) (not n copies of n RankInfos); the ranks then all-gather their
+// RankInfos among themselves in ceil(log2 n) rounds. The root waits for all ranks of a round; if
+// some never arrive within the join timeout (counted from the first arrival), every waiting rank
+// gets "rank R of N did not join within T s".
 #include "transport/bootstrap.h"
 
 #include <netinet/in.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -42,6 +48,12 @@ struct JoinReply {
   uint64_t roundTag;  // fresh per rendezvous round: names this communicator's resources
 };
 
+struct PartnerAddr {
+  uint32_t addr;  // network order
+  uint16_t port;  // network order
+  uint16_t pad;
+};
+
 struct Hello {
   uint32_t magic;
   uint32_t kind;
@@ -50,6 +62,24 @@ struct Hello {
   int32_t rank;
   int32_t index;
 };
+static_assert(sizeof(Hello) <= 64);
+
+// Rounds of Bruck's all-gather over n ranks: ceil(log2 n).
+int bruckRounds(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+
+// The root holds a socket per joining rank until the round completes: let it have as many
+// descriptors as the hard limit allows.
+void raiseFdLimit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
 
 void randomBytes(void* p, size_t n) {
   uint8_t* c = static_cast<uint8_t*>(p);
@@ -78,6 +108,7 @@ void replyError(int fd, strataResult_t code, const std::string& msg) {
 
 // Serves rounds of joins on `listenFd` until one round completes (one-shot) or forever.
 void rootServe(int listenFd, UniqueIdData id, bool persistent) {
+  raiseFdLimit();
   do {
     std::vector<int> fds;
     std::vector<RankInfo> infos;
@@ -141,10 +172,18 @@ void rootServe(int listenFd, UniqueIdData id, bool persistent) {
       if (std::all_of(fds.begin(), fds.end(), [](int f) { return f >= 0; })) {
         JoinReply r{strataSuccess, nranks, 0, 0};
         randomBytes(&r.roundTag, sizeof(r.roundTag));
-        for (int& f : fds) {
+        const int rounds = bruckRounds(nranks);
+        std::vector<PartnerAddr> partners(static_cast<size_t>(rounds));
+        for (int rk = 0; rk < nranks; ++rk) {
+          for (int k = 0; k < rounds; ++k) {
+            const RankInfo& to = infos[static_cast<size_t>(((rk - (1 << k)) % nranks + nranks) % nranks)];
+            partners[static_cast<size_t>(k)] = PartnerAddr{to.addr, to.port, 0};
+          }
+          int& f = fds[static_cast<size_t>(rk)];
           double dl = net::nowSec() + 10;
           Status s1 = net::sendAll(f, &r, sizeof(r), dl, nullptr, "joined rank");
-          if (s1.ok()) s1 = net::sendAll(f, infos.data(), sizeof(RankInfo) * infos.size(), dl, nullptr, "joined rank");
+          if (s1.ok() && rounds > 0)
+            s1 = net::sendAll(f, partners.data(), sizeof(PartnerAddr) * partners.size(), dl, nullptr, "joined rank");
           if (!s1.ok()) log::warn("bootstrap root: {}", s1.message());
           net::closeFd(&f);
         }
@@ -222,10 +261,11 @@ Status createUniqueId(strataUniqueId* out, bool persistent, uint32_t rootAddr) {
 }
 
 Bootstrap::~Bootstrap() {
-  net::closeFd(&nextFd_);
-  net::closeFd(&prevFd_);
+  for (int& fd : sendFds_) net::closeFd(&fd);
+  for (int& fd : recvFds_) net::closeFd(&fd);
   net::closeFd(&listenFd_);
   for (Pending& p : pending_) net::closeFd(&p.fd);
+  for (HalfOpen& h : halfOpen_) net::closeFd(&h.fd);
 }
 
 Status Bootstrap::openListener(int* fd, RankInfo* self) {
@@ -280,8 +320,17 @@ Status Bootstrap::join(const strataUniqueId& id, int rank, int nranks, RankInfo 
     st = Status(static_cast<strataResult_t>(r.status), msg);
   } else if (st.ok()) {
     if (r.nranks != nranks) st = internalError("bootstrap root answered with {} ranks, expected {}", r.nranks, nranks);
+    std::vector<PartnerAddr> partners(static_cast<size_t>(bruckRounds(nranks)));
+    if (st.ok() && !partners.empty())
+      st = net::recvAll(fd, partners.data(), sizeof(PartnerAddr) * partners.size(), deadline + 5, nullptr, rootName);
+    // Until the all-gather below, a rank knows the addresses of the ranks it sends to only.
     infos.resize(nranks);
-    if (st.ok()) st = net::recvAll(fd, infos.data(), sizeof(RankInfo) * nranks, deadline + 5, nullptr, rootName);
+    for (size_t k = 0; k < partners.size(); ++k) {
+      RankInfo& to = infos[static_cast<size_t>(((rank - (1 << k)) % nranks + nranks) % nranks)];
+      to.addr = partners[k].addr;
+      to.port = partners[k].port;
+    }
+    infos[static_cast<size_t>(rank)] = self;
   } else if (st.code() == strataTimeout) {
     st = makeError(strataTimeout, "rank {} of {}: not all ranks joined within {} s", rank, nranks, timeoutSec);
   }
@@ -290,7 +339,13 @@ Status Bootstrap::join(const strataUniqueId& id, int rank, int nranks, RankInfo 
     ::close(lfd);
     return st;
   }
-  return fromInfos(lfd, rank, std::move(infos), r.roundTag, d.secret, timeoutSec, out);
+  std::unique_ptr<Bootstrap> b;
+  STRATA_RETURN_IF_ERROR(fromInfos(lfd, rank, std::move(infos), r.roundTag, d.secret, timeoutSec, &b));
+  std::vector<RankInfo> all(static_cast<size_t>(nranks));
+  STRATA_RETURN_IF_ERROR(b->allGather(&self, all.data(), sizeof(RankInfo)));
+  b->infos_ = std::move(all);
+  *out = std::move(b);
+  return OkStatus();
 }
 
 Status Bootstrap::fromInfos(int listenFd, int rank, std::vector<RankInfo> infos, uint64_t commTag,
@@ -303,16 +358,26 @@ Status Bootstrap::fromInfos(int listenFd, int rank, std::vector<RankInfo> infos,
   b->commTag_ = commTag;
   memcpy(b->secret_, secret, 16);
   b->timeoutSec_ = timeoutSec;
-  STRATA_RETURN_IF_ERROR(b->connectRing());
+  net::setNonBlocking(listenFd);  // drainListener accepts without blocking
+  const int rounds = bruckRounds(b->nranks_);
+  b->sendFds_.assign(static_cast<size_t>(rounds), -1);
+  b->recvFds_.assign(static_cast<size_t>(rounds), -1);
   *out = std::move(b);
   return OkStatus();
 }
 
-Status Bootstrap::connectRing() {
-  if (nranks_ == 1) return OkStatus();
-  double deadline = net::nowSec() + timeoutSec_;
-  STRATA_RETURN_IF_ERROR(connectPeer((rank_ + 1) % nranks_, kRing, 0, deadline, &nextFd_));
-  return acceptPeer((rank_ + nranks_ - 1) % nranks_, kRing, 0, deadline, &prevFd_);
+Status Bootstrap::partners(int round, int* sendFd, int* recvFd) {
+  int& s = sendFds_[static_cast<size_t>(round)];
+  int& r = recvFds_[static_cast<size_t>(round)];
+  const double deadline = net::nowSec() + timeoutSec_;
+  // Connecting never waits for the peer to accept (its listener's backlog holds the connection),
+  // so every rank connects first and then accepts: no cycle of waits.
+  if (s < 0) STRATA_RETURN_IF_ERROR(connectPeer(((rank_ - (1 << round)) % nranks_ + nranks_) % nranks_, kRing, round,
+                                                deadline, &s));
+  if (r < 0) STRATA_RETURN_IF_ERROR(acceptPeer((rank_ + (1 << round)) % nranks_, kRing, round, deadline, &r));
+  *sendFd = s;
+  *recvFd = r;
+  return OkStatus();
 }
 
 uint32_t railAddress(const RankInfo& self, const RankInfo& peer, int rail, uint32_t* from) {
@@ -341,47 +406,187 @@ Status Bootstrap::connectPeer(int peer, Kind kind, int index, double deadline, i
   return net::sendAll(*fd, &h, sizeof(h), deadline, &aborted_, fmt::format("rank {}", peer));
 }
 
-Status Bootstrap::acceptPeer(int peer, Kind kind, int index, double deadline, int* fd) {
+void Bootstrap::drainListener() {
   while (true) {
+    int c = ::accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c < 0) break;  // EAGAIN: nothing waiting (errors: the next poll reports the listener)
+    net::setNoDelay(c);
+    halfOpen_.push_back(HalfOpen{c, 0, net::nowSec(), {}});
+  }
+  for (size_t i = 0; i < halfOpen_.size();) {
+    HalfOpen& h = halfOpen_[i];
+    bool drop = false;
+    ssize_t r = ::recv(h.fd, h.hello + h.got, sizeof(Hello) - h.got, MSG_DONTWAIT);
+    if (r > 0) h.got += static_cast<size_t>(r);
+    else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) drop = true;
+    if (!drop && h.got < sizeof(Hello)) {
+      drop = net::nowSec() - h.since > 10;  // a stranger that never says hello
+      if (!drop) {
+        ++i;
+        continue;
+      }
+    }
+    Hello hello{};
+    memcpy(&hello, h.hello, sizeof(hello));
+    if (!drop && (hello.magic != kHelloMagic || memcmp(hello.secret, secret_, 16) != 0 || hello.commTag != commTag_ ||
+                  hello.rank < 0 || hello.rank >= nranks_))
+      drop = true;
+    if (drop) {
+      log::warn("rank {}: dropped a connection with a bad or missing hello", rank_);
+      net::closeFd(&h.fd);
+    } else {
+      pending_.push_back(Pending{hello.kind, hello.rank, hello.index, h.fd});
+    }
+    halfOpen_.erase(halfOpen_.begin() + static_cast<long>(i));
+  }
+}
+
+Status Bootstrap::acceptPeer(int peer, Kind kind, int index, double deadline, int* fd) {
+  Opening o;
+  STRATA_RETURN_IF_ERROR(startOpen(peer, kind, index, -1, false, &o));
+  WaitSet ws;
+  while (true) {
+    *fd = -1;
+    STRATA_RETURN_IF_ERROR(pollOpen(&o, fd));
+    if (*fd >= 0) return OkStatus();
+    if (aborted_.load(std::memory_order_relaxed)) return Status(strataAborted, "aborted");
+    if (net::nowSec() > deadline)
+      return makeError(strataTimeout, "rank {}: rank {} did not connect within {} s", rank_, peer, timeoutSec_);
+    ws.clear();
+    addOpenWaitSources(o, &ws);
+    pollFds(ws.fds, 100000);
+  }
+}
+
+Status Bootstrap::startOpen(int peer, Kind kind, int index, int rail, bool initiator, Opening* o) {
+  *o = Opening{};
+  o->peer = peer;
+  o->kind = kind;
+  o->index = index;
+  o->initiator = initiator;
+  if (!initiator) return OkStatus();
+  uint32_t from = 0;
+  const RankInfo& p = infos_[static_cast<size_t>(peer)];
+  const uint32_t to = railAddress(infos_[static_cast<size_t>(rank_)], p, rail, &from);
+  if (rail >= 0)
+    log::debug("rank {} connects to rank {} on rail {} (socket {}): {} -> {}", rank_, peer, rail, index,
+               net::addrToString(from, 0), net::addrToString(to, p.port));
+  Status st = net::startConnect(to, p.port, from, &o->fd);
+  if (!st.ok()) return remoteError("rank {} cannot connect to rank {}: {}", rank_, peer, st.message());
+  return OkStatus();
+}
+
+Status Bootstrap::pollOpen(Opening* o, int* fd) {
+  *fd = -1;
+  if (!o->initiator) {
+    drainListener();
     for (size_t i = 0; i < pending_.size(); ++i) {
-      if (pending_[i].kind == kind && pending_[i].rank == peer && pending_[i].index == index) {
-        *fd = pending_[i].fd;
+      const Pending& p = pending_[i];
+      if (p.kind == o->kind && p.rank == o->peer && p.index == o->index) {
+        *fd = p.fd;
         pending_.erase(pending_.begin() + static_cast<long>(i));
         return OkStatus();
       }
     }
-    int c = -1;
-    Status st = net::acceptOne(listenFd_, deadline, &aborted_, &c);
-    if (st.code() == strataTimeout)
-      return makeError(strataTimeout, "rank {}: rank {} did not connect within {} s", rank_, peer, timeoutSec_);
-    STRATA_RETURN_IF_ERROR(st);
-    Hello h{};
-    st = net::recvAll(c, &h, sizeof(h), net::nowSec() + 10, &aborted_, "a connecting peer");
-    if (!st.ok() || h.magic != kHelloMagic || memcmp(h.secret, secret_, 16) != 0 || h.commTag != commTag_ ||
-        h.rank < 0 || h.rank >= nranks_) {
-      log::warn("rank {}: dropped a connection with a bad hello", rank_);
-      net::closeFd(&c);
-      continue;
-    }
-    pending_.push_back(Pending{h.kind, h.rank, h.index, c});
+    return OkStatus();
   }
+  if (!o->connected) {
+    Status st = net::finishConnect(o->fd, &o->connected);
+    if (!st.ok()) {
+      net::closeFd(&o->fd);
+      return remoteError("rank {} cannot connect to rank {} (it exited or failed?): {}", rank_, o->peer,
+                         st.message());
+    }
+    if (!o->connected) return OkStatus();
+  }
+  Hello h{kHelloMagic, o->kind, {}, commTag_, rank_, o->index};
+  memcpy(h.secret, secret_, 16);
+  while (o->helloSent < sizeof(h)) {
+    ssize_t w = ::send(o->fd, reinterpret_cast<const char*>(&h) + o->helloSent, sizeof(h) - o->helloSent,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return OkStatus();
+    if (w < 0) {
+      net::closeFd(&o->fd);
+      return remoteError("rank {} cannot connect to rank {}: {}", rank_, o->peer, strerror(errno));
+    }
+    o->helloSent += static_cast<size_t>(w);
+  }
+  *fd = o->fd;
+  o->fd = -1;
+  return OkStatus();
+}
+
+void Bootstrap::addOpenWaitSources(const Opening& o, WaitSet* ws) const {
+  if (o.initiator) {
+    if (o.fd >= 0) ws->fds.push_back(pollfd{o.fd, POLLOUT, 0});
+    return;
+  }
+  ws->fds.push_back(pollfd{listenFd_, POLLIN, 0});
+  for (const HalfOpen& h : halfOpen_) ws->fds.push_back(pollfd{h.fd, POLLIN, 0});
+}
+
+// Sends `sn` bytes on sfd while receiving `rn` bytes on rfd, so that two ranks exchanging large
+// blocks never both wait on a full socket buffer.
+static Status exchange(int sfd, const char* sp, size_t sn, int rfd, char* rp, size_t rn, double deadline,
+                       const std::atomic<bool>* abort, int to, int from) {
+  while (sn > 0 || rn > 0) {
+    if (sn > 0) {
+      ssize_t w = ::send(sfd, sp, sn, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) {
+        sp += w;
+        sn -= static_cast<size_t>(w);
+      } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        return remoteError("connection to rank {} broke while sending: {}", to, strerror(errno));
+      }
+    }
+    if (rn > 0) {
+      ssize_t r = ::recv(rfd, rp, rn, MSG_DONTWAIT);
+      if (r > 0) {
+        rp += r;
+        rn -= static_cast<size_t>(r);
+      } else if (r == 0) {
+        return remoteError("rank {} closed the connection (peer exited or failed)", from);
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        return remoteError("connection to rank {} broke while receiving: {}", from, strerror(errno));
+      }
+    }
+    if (sn == 0 && rn == 0) break;
+    if (abort->load(std::memory_order_relaxed)) return Status(strataAborted, "aborted");
+    if (net::nowSec() > deadline)
+      return makeError(strataTimeout, "timed out exchanging setup data with ranks {} and {}", to, from);
+    std::vector<pollfd> fds;
+    if (sn > 0) fds.push_back(pollfd{sfd, POLLOUT, 0});
+    if (rn > 0) fds.push_back(pollfd{rfd, POLLIN, 0});
+    pollFds(fds, 100000);
+  }
+  return OkStatus();
 }
 
 Status Bootstrap::allGather(const void* mine, void* all, size_t bytes) {
   char* a = static_cast<char*>(all);
-  if (a + static_cast<size_t>(rank_) * bytes != mine) memcpy(a + static_cast<size_t>(rank_) * bytes, mine, bytes);
-  double deadline = net::nowSec() + timeoutSec_;
-  int prev = (rank_ + nranks_ - 1) % nranks_;
-  std::string next = fmt::format("rank {}", (rank_ + 1) % nranks_), from = fmt::format("rank {}", prev);
-  // Step s: forward the block of rank (rank - s), receive the block of rank (rank - s - 1).
-  for (int s = 0; s < nranks_ - 1; ++s) {
-    int sendBlock = (rank_ - s + nranks_) % nranks_;
-    int recvBlock = (rank_ - s - 1 + nranks_) % nranks_;
-    STRATA_RETURN_IF_ERROR(net::sendAll(nextFd_, a + static_cast<size_t>(sendBlock) * bytes, bytes, deadline,
-                                        &aborted_, next));
-    STRATA_RETURN_IF_ERROR(net::recvAll(prevFd_, a + static_cast<size_t>(recvBlock) * bytes, bytes, deadline,
-                                        &aborted_, from));
+  const int n = nranks_;
+  if (n == 1) {
+    if (a != mine) memmove(a, mine, bytes);
+    return OkStatus();
   }
+  // Bruck: tmp block i holds rank (rank + i)'s; round k sends the first min(2^k, n - have) blocks
+  // to rank - 2^k and appends as many from rank + 2^k.
+  std::vector<char> tmp(static_cast<size_t>(n) * bytes);
+  memcpy(tmp.data(), mine, bytes);
+  const double deadline = net::nowSec() + timeoutSec_;
+  int have = 1;
+  for (int k = 0; have < n; ++k) {
+    const int cnt = std::min(1 << k, n - have);
+    int sfd = -1, rfd = -1;
+    STRATA_RETURN_IF_ERROR(partners(k, &sfd, &rfd));
+    const int to = ((rank_ - (1 << k)) % n + n) % n, from = (rank_ + (1 << k)) % n;
+    STRATA_RETURN_IF_ERROR(exchange(sfd, tmp.data(), static_cast<size_t>(cnt) * bytes, rfd,
+                                    tmp.data() + static_cast<size_t>(have) * bytes, static_cast<size_t>(cnt) * bytes,
+                                    deadline, &aborted_, to, from));
+    have += cnt;
+  }
+  for (int i = 0; i < n; ++i)
+    memcpy(a + static_cast<size_t>((rank_ + i) % n) * bytes, tmp.data() + static_cast<size_t>(i) * bytes, bytes);
   return OkStatus();
 }
 

@@ -1,7 +1,10 @@
 // bootstrap.h: rendezvous before any transport exists. A unique id carries the root's address and a
-// random 128-bit secret; each rank connects to the root, proves the secret, sends its RankInfo and
-// receives everybody's. Ranks then form a ring of sockets used for small setup collectives
-// (allgather, barrier) for the rest of the communicator's life (e.g. by split).
+// random 128-bit secret; each rank connects to the root, proves the secret and sends its RankInfo;
+// the root answers with the addresses of the log2(n) ranks this rank sends to in Bruck's
+// all-gather, which then gives every rank everybody's RankInfo in log2(n) rounds. Those partner
+// sockets carry the small setup collectives (allgather, barrier) for the rest of the
+// communicator's life (e.g. split). Each rank's listener also takes the transports' connections,
+// made on first use (startOpen / pollOpen, without blocking).
 #pragma once
 
 #include <atomic>
@@ -12,6 +15,7 @@
 
 #include "strata/strata.h"
 #include "transport/status.h"
+#include "transport/waiter.h"
 
 namespace strata {
 
@@ -82,7 +86,8 @@ class Bootstrap {
   static Status join(const strataUniqueId& id, int rank, int nranks, RankInfo self, double timeoutSec,
                      std::unique_ptr<Bootstrap>* out);
   /// Builds a bootstrap from already exchanged infos (used by split, which gathers them over the
-  /// parent): takes ownership of `listenFd` (from openListener) and connects the ring.
+  /// parent): takes ownership of `listenFd` (from openListener). Partner sockets are made on the
+  /// first collective.
   static Status fromInfos(int listenFd, int rank, std::vector<RankInfo> infos, uint64_t commTag,
                           const uint8_t secret[16], double timeoutSec, std::unique_ptr<Bootstrap>* out);
   /// Opens a listener and fills self->addr/port.
@@ -96,15 +101,17 @@ class Bootstrap {
   /// This rank's listening socket, also used by transports to accept their connections.
   int listenFd() const { return listenFd_; }
 
-  /// Ring allgather of `bytes` per rank: all[r*bytes ..] = rank r's `mine`.
+  /// Allgather of `bytes` per rank: all[r*bytes ..] = rank r's `mine`. Bruck's algorithm:
+  /// ceil(log2 n) rounds, n-1 blocks received per rank.
   Status allGather(const void* mine, void* all, size_t bytes);
   Status barrier();
   /// Makes blocking bootstrap calls fail fast (abort).
   void abort() { aborted_.store(true); }
   const std::atomic<bool>* abortFlag() const { return &aborted_; }
 
-  /// Connection purposes on the shared listener.
-  enum Kind : uint32_t { kRing = 1, kData = 2 };
+  /// Connection purposes on the shared listener: setup collectives (index: Bruck round), tcp data
+  /// sockets (index: socket), out-of-band sockets of the other network transports.
+  enum Kind : uint32_t { kRing = 1, kData = 2, kNetOob = 3 };
   /// Connects to `peer`'s listener and introduces itself (kind, index) with the secret. With
   /// `rail` >= 0 the connection leaves through this rank's interface of that rail, to the peer's
   /// address in the same subnet (its primary address if it has none there).
@@ -113,14 +120,36 @@ class Bootstrap {
   /// kept until asked for. Strangers (wrong secret or tag) are dropped with a warning.
   Status acceptPeer(int peer, Kind kind, int index, double deadline, int* fd);
 
+  /// A connection to a peer opened without blocking, for transports that connect on first use:
+  /// the initiator connects (on `rail`, as connectPeer) and sends its hello; the other side takes
+  /// the connection from the listener when it arrives.
+  struct Opening {
+    int peer = -1;
+    Kind kind = kData;
+    int index = 0;
+    bool initiator = false;
+    int fd = -1;            ///< initiator: the connecting socket
+    bool connected = false;
+    size_t helloSent = 0;
+  };
+  Status startOpen(int peer, Kind kind, int index, int rail, bool initiator, Opening* o);
+  /// Moves `o` on without blocking; sets *fd (non-blocking, owned by the caller) once it is open,
+  /// else leaves it -1. Fails naming the peer when it cannot be reached.
+  Status pollOpen(Opening* o, int* fd);
+  /// What an unfinished opening waits on (its socket, or the listener and half-open sockets).
+  void addOpenWaitSources(const Opening& o, WaitSet* ws) const;
+
  private:
   Bootstrap() = default;
-  Status connectRing();
+  /// The sockets of Bruck round k: to rank - 2^k and from rank + 2^k (connected on first use).
+  Status partners(int round, int* sendFd, int* recvFd);
+  /// Accepts waiting connections and reads their hellos, without blocking: complete ones go to
+  /// pending_, strangers are dropped.
+  void drainListener();
 
   int rank_ = 0, nranks_ = 1;
   int listenFd_ = -1;
-  int nextFd_ = -1;  ///< to rank+1
-  int prevFd_ = -1;  ///< from rank-1
+  std::vector<int> sendFds_, recvFds_;  ///< per Bruck round
   uint64_t commTag_ = 0;
   uint8_t secret_[16] = {};
   double timeoutSec_ = 600;
@@ -131,6 +160,13 @@ class Bootstrap {
     int rank, index, fd;
   };
   std::vector<Pending> pending_;
+  struct HalfOpen {  ///< accepted, hello not yet complete
+    int fd;
+    size_t got;
+    double since;
+    alignas(8) unsigned char hello[64];
+  };
+  std::vector<HalfOpen> halfOpen_;
 };
 
 }  // namespace strata

@@ -240,6 +240,105 @@ const std::vector<Entry>& entries() {
       {"STRATA_CUDA_PROTO", "choice", "device protocol: auto|ll|simple",
        [](Config& c, const std::string& v) { return parseChoice("STRATA_CUDA_PROTO", v, {"auto", "ll", "simple"}, &c.cudaProto); },
        [](const Config& c) { return c.cudaProto; }},
+      // ibverbs transport
+      {"STRATA_IB_HCA", "devices", "RDMA devices (and ports) the ibverbs transport uses: comma-separated name "
+       "prefixes with an optional :port, '^' first to exclude, '=' first for exact names (as NCCL_IB_HCA; default: "
+       "every active port)",
+       [](Config& c, const std::string& v) {
+         c.ibHca = v;
+         return OkStatus();
+       },
+       [](const Config& c) { return c.ibHca; }},
+      {"STRATA_IB_GID_INDEX", "index", "GID table index of RoCE ports (-1: choose a RoCE v2 IPv4-mapped GID, then "
+       "any RoCE v2 one)",
+       [](Config& c, const std::string& v) {
+         if (v == "-1") {
+           c.ibGidIndex = -1;
+           return OkStatus();
+         }
+         size_t n = 0;
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_IB_GID_INDEX", v, 0, &n));
+         if (n > 255) return invalidArgument("STRATA_IB_GID_INDEX='{}' is above 255", v);
+         c.ibGidIndex = static_cast<int>(n);
+         return OkStatus();
+       },
+       [](const Config& c) { return fmt::format("{}", c.ibGidIndex); }},
+      {"STRATA_IB_QPS_PER_CONN", "count", "RC queue pairs per ibverbs connection and rail; large transfers stripe "
+       "over them (1..16)",
+       [](Config& c, const std::string& v) {
+         size_t n = 0;
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_IB_QPS_PER_CONN", v, 1, &n));
+         if (n > 16) return invalidArgument("STRATA_IB_QPS_PER_CONN='{}' is above 16", v);
+         c.ibQpsPerConn = static_cast<int>(n);
+         return OkStatus();
+       },
+       [](const Config& c) { return fmt::format("{}", c.ibQpsPerConn); }},
+      {"STRATA_IB_SLOTS", "count", "slots of the registered FIFO each ibverbs connection receives into (its "
+       "credits; 2..1024)",
+       [](Config& c, const std::string& v) {
+         size_t n = 0;
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_IB_SLOTS", v, 2, &n));
+         if (n > 1024) return invalidArgument("STRATA_IB_SLOTS='{}' is above 1024", v);
+         c.ibSlots = static_cast<int>(n);
+         return OkStatus();
+       },
+       [](const Config& c) { return fmt::format("{}", c.ibSlots); }},
+      {"STRATA_IB_SLOT_BYTES", "bytes", "bytes per ibverbs FIFO slot, its 64-byte header included (a multiple of 64)",
+       [](Config& c, const std::string& v) {
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_IB_SLOT_BYTES", v, 4096, &c.ibSlotBytes));
+         if (c.ibSlotBytes % 64 || c.ibSlotBytes > (1u << 30))
+           return invalidArgument("STRATA_IB_SLOT_BYTES='{}' is not a multiple of 64 up to 1G", v);
+         return OkStatus();
+       },
+       [](const Config& c) { return fmt::format("{}", c.ibSlotBytes); }},
+      {"STRATA_IB_SINGLE_COPY_MIN_BYTES", "bytes", "ibverbs messages of at least this size go single-copy: the "
+       "receiver RDMA-reads the sender's registered buffer (0: never; smaller ones are copied through the slots)",
+       [](Config& c, const std::string& v) {
+         return parseSize("STRATA_IB_SINGLE_COPY_MIN_BYTES", v, 0, &c.ibSingleCopyMinBytes);
+       },
+       [](const Config& c) { return fmt::format("{}", c.ibSingleCopyMinBytes); }},
+      {"STRATA_IB_REG_CACHE_ENTRIES", "count", "memory registrations of user buffers the ibverbs transport keeps "
+       "per rail (least recently used ones beyond it are released)",
+       [](Config& c, const std::string& v) {
+         return parseSize("STRATA_IB_REG_CACHE_ENTRIES", v, 1, &c.ibRegCacheEntries);
+       },
+       [](const Config& c) { return fmt::format("{}", c.ibRegCacheEntries); }},
+      // UCX transport
+      {"STRATA_UCX_CHUNK_BYTES", "bytes", "UCX transfers above STRATA_UCX_INLINE_BYTES are cut into chunks of this "
+       "size (reductions run as chunks land; both ranks must agree)",
+       [](Config& c, const std::string& v) { return parseSize("STRATA_UCX_CHUNK_BYTES", v, 4096, &c.ucxChunkBytes); },
+       [](const Config& c) { return fmt::format("{}", c.ucxChunkBytes); }},
+      {"STRATA_UCX_INLINE_BYTES", "bytes", "UCX transfers up to this size travel in one message with their header "
+       "(both ranks must agree)",
+       [](Config& c, const std::string& v) { return parseSize("STRATA_UCX_INLINE_BYTES", v, 0, &c.ucxInlineBytes); },
+       [](const Config& c) { return fmt::format("{}", c.ucxInlineBytes); }},
+      {"STRATA_UCX_WINDOW", "count", "UCX messages (heads and chunks) in flight per direction and peer (1..1024)",
+       [](Config& c, const std::string& v) {
+         size_t n = 0;
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_UCX_WINDOW", v, 1, &n));
+         if (n > 1024) return invalidArgument("STRATA_UCX_WINDOW='{}' is above 1024", v);
+         c.ucxWindow = static_cast<int>(n);
+         return OkStatus();
+       },
+       [](const Config& c) { return fmt::format("{}", c.ucxWindow); }},
+      {"STRATA_UCX_REG_CACHE_BYTES", "bytes", "bound of the UCX transport's cache of user-buffer registrations "
+       "per communicator (0: no registration, UCX registers per operation)",
+       [](Config& c, const std::string& v) {
+         return parseSize("STRATA_UCX_REG_CACHE_BYTES", v, 0, &c.ucxRegCacheBytes);
+       },
+       [](const Config& c) { return fmt::format("{}", c.ucxRegCacheBytes); }},
+      {"STRATA_UCX_TLS", "transports", "UCX transports of strata's UCX transport (UCX reads it, as it reads any "
+       "STRATA_UCX_<NAME> before UCX_<NAME>). Default, unless UCX_TLS is set: network only (tcp, rc, ud, dc), never "
+       "shared memory, which cannot report a dead peer",
+       [](Config& c, const std::string& v) {
+         c.ucxTls = v;
+         return OkStatus();
+       },
+       [](const Config& c) { return c.ucxTls; }},
+      {"STRATA_UCX_HOST_HOOKS", "bool", "keep the error-signal handlers and memory hooks UCX installs (by default "
+       "strata removes the handlers and turns the hooks off, unless UCX_ERROR_SIGNALS / UCX_MEM_* changed them)",
+       [](Config& c, const std::string& v) { return parseBool("STRATA_UCX_HOST_HOOKS", v, &c.ucxHostHooks); },
+       [](const Config& c) { return std::string(c.ucxHostHooks ? "1" : "0"); }},
   };
   return table;
 }

@@ -45,6 +45,21 @@ struct Config {
   size_t cudaTreeMaxBytes = 32 << 10;  ///< STRATA_CUDA_TREE_MAX_BYTES: all-reduces up to this use the tree (n > 2)
   std::string cudaAlgo = "auto";    ///< STRATA_CUDA_ALGO: auto|ring|tree (all-reduce)
   std::string cudaProto = "auto";   ///< STRATA_CUDA_PROTO: auto|ll|simple
+  // ibverbs transport (transport/ib/).
+  std::string ibHca;                ///< STRATA_IB_HCA: RDMA devices[:port] to use (NCCL_IB_HCA-style list; default all)
+  int ibGidIndex = -1;              ///< STRATA_IB_GID_INDEX: GID table index to use (-1: RoCE v2 IPv4 first)
+  int ibQpsPerConn = 2;             ///< STRATA_IB_QPS_PER_CONN: RC queue pairs per connection and rail (1..16)
+  int ibSlots = 16;                 ///< STRATA_IB_SLOTS: slots of each connection's receive FIFO (2..1024)
+  size_t ibSlotBytes = 128 << 10;   ///< STRATA_IB_SLOT_BYTES: bytes per FIFO slot (64-byte header included)
+  size_t ibSingleCopyMinBytes = 256 << 10;  ///< STRATA_IB_SINGLE_COPY_MIN_BYTES: messages from this size go single-copy (0: never)
+  size_t ibRegCacheEntries = 256;   ///< STRATA_IB_REG_CACHE_ENTRIES: cached user-buffer registrations per rail
+  // UCX transport (transport/ucx/). UCX's own settings are read as STRATA_UCX_<NAME> (else UCX_<NAME>).
+  size_t ucxChunkBytes = 1 << 20;   ///< STRATA_UCX_CHUNK_BYTES: chunk size of large UCX transfers
+  size_t ucxInlineBytes = 8 << 10;  ///< STRATA_UCX_INLINE_BYTES: transfers up to this travel in one message
+  int ucxWindow = 16;               ///< STRATA_UCX_WINDOW: UCX messages in flight per direction and peer
+  size_t ucxRegCacheBytes = size_t{4} << 30;  ///< STRATA_UCX_REG_CACHE_BYTES: registration cache bound (0: off)
+  std::string ucxTls;               ///< STRATA_UCX_TLS (UCX reads it too): UCX transports (default: network only)
+  bool ucxHostHooks = false;        ///< STRATA_UCX_HOST_HOOKS: keep UCX's signal handlers and memory hooks
 };
 
 struct ConfigEntry {

@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 #include <map>
 #include <mutex>
 #include <new>
@@ -105,8 +106,10 @@ Status Endpoint::create(const std::string& shmName, int rank, int nranks, int sl
   h->slotBytes = slotBytes;
   h->probeAddr = reinterpret_cast<uint64_t>(&h->magic);
   h->failed.store(0);
-  for (int i = 0; i < nranks; ++i)
-    new (static_cast<char*>(base) + sizeof(EndpointHeader) + sizeof(ChannelCtrl) * i) ChannelCtrl();
+  // The channels are not constructed one by one: a fresh mapping is zero pages, and a zeroed
+  // ChannelCtrl is its initial state. So a channel costs memory only once a peer uses it, and an
+  // endpoint of a large communicator stays small.
+  static_assert(std::is_trivially_destructible_v<ChannelCtrl>);
   ep->layout(base, withData);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   h->magic = kEndpointMagic;

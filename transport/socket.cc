@@ -54,7 +54,7 @@ Status listenAny(uint16_t port, int* fd, uint16_t* bound) {
     ::close(s);
     return systemError("bind(port {}): {}", ntohs(port), strerror(e));
   }
-  if (::listen(s, 1024) != 0) {
+  if (::listen(s, 4096) != 0) {  // the kernel caps it at net.core.somaxconn
     int e = errno;
     ::close(s);
     return systemError("listen(): {}", strerror(e));
@@ -188,6 +188,43 @@ Status connectTo(uint32_t addr, uint16_t port, double deadline, int* fd, uint32_
     usleep(static_cast<useconds_t>(backoff * 1e6));
     backoff = std::min(backoff * 2, 0.2);
   }
+}
+
+Status startConnect(uint32_t addr, uint16_t port, uint32_t fromAddr, int* fd) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (s < 0) return systemError("socket(): {}", strerror(errno));
+  if (fromAddr != 0) {
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = fromAddr;
+    (void)::bind(s, reinterpret_cast<sockaddr*>(&src), sizeof(src));
+  }
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = addr;
+  a.sin_port = port;
+  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
+    int e = errno;
+    ::close(s);
+    return systemError("connect to {}: {}", addrToString(addr, port), strerror(e));
+  }
+  setNoDelay(s);
+  *fd = s;
+  return OkStatus();
+}
+
+Status finishConnect(int fd, bool* done) {
+  *done = false;
+  pollfd p{fd, POLLOUT, 0};
+  int rc = ::poll(&p, 1, 0);
+  if (rc < 0 && errno != EINTR) return systemError("poll(): {}", strerror(errno));
+  if (rc <= 0) return OkStatus();
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0) return systemError("connect: {}", strerror(err));
+  *done = true;
+  return OkStatus();
 }
 
 static Status waitFd(int fd, short events, double deadline, const std::atomic<bool>* abort,

@@ -41,6 +41,11 @@ std::string addrToString(uint32_t addrNetOrder, uint16_t portNetOrder);
 /// Connects to addr:port, retrying refused connections until `deadline` (nowSec() based); with
 /// `fromAddr` (network order, 0: any) the socket is bound to that local address first.
 Status connectTo(uint32_t addrNetOrder, uint16_t portNetOrder, double deadline, int* fd, uint32_t fromAddr = 0);
+/// Starts a non-blocking connect to addr:port (from `fromAddr` when not 0); *fd is the
+/// non-blocking socket, connected or still connecting (finishConnect tells).
+Status startConnect(uint32_t addrNetOrder, uint16_t portNetOrder, uint32_t fromAddr, int* fd);
+/// Without blocking: *done once the connect of startConnect succeeded; an error if it failed.
+Status finishConnect(int fd, bool* done);
 /// Accepts one connection, waiting until `deadline`; fails fast when *abort becomes true.
 Status acceptOne(int listenFd, double deadline, const std::atomic<bool>* abort, int* fd);
 

@@ -1,58 +1,123 @@
-// transport_setup.cc: endpoint creation, peer classification and eager connection of all peers.
+// transport_setup.cc: peer classification, this rank's endpoint, and connections on first use.
 #include "transport/transport_setup.h"
 
 #include <sys/prctl.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "transport/config.h"
-#include "transport/local_connection.h"
-#include "transport/shared_buffers.h"
+#include "transport/connection_openers.h"
 #include "transport/log.h"
-#include "transport/socket.h"
-#include "transport/tcp_connection.h"
 
 namespace strata {
 
-enum class PeerKind { Self, Threads, Shm, Tcp };
-
 CommTransports::~CommTransports() {
-  conns.clear();
-  if (endpoint) unregisterLocalEndpoint(commTag, rank);
+  lazy_.clear();
+  net_.reset();
+  if (endpoint_) {
+    if (kind_.end() != std::find(kind_.begin(), kind_.end(), PeerKind::Threads))
+      unregisterLocalEndpoint(commTag_, rank_);
+    endpoint_->unlink();  // peers map it on first use, so its name lives as long as the comm
+  }
 }
 
 void CommTransports::markFailed(const std::string& reason) {
-  if (endpoint) {
-    EndpointHeader* h = endpoint->header();
+  if (endpoint_) {
+    EndpointHeader* h = endpoint_->header();
     size_t n = std::min(reason.size(), sizeof(h->failReason) - 1);
     memcpy(h->failReason, reason.data(), n);
     h->failReason[n] = '\0';
     h->failed.store(1, std::memory_order_release);
     h->bell.ring();
   }
-  for (auto& c : conns)
+  for (auto& c : lazy_)
     if (c) c->sendFailure(reason);
+}
+
+int CommTransports::connectionCount() const {
+  return static_cast<int>(std::count_if(lazy_.begin(), lazy_.end(), [](const auto& c) { return c != nullptr; }));
+}
+
+Connection* CommTransports::openSlow(int peer) {
+  auto& lazy = lazy_[static_cast<size_t>(peer)];
+  if (!lazy) {
+    const Config& cfg = config();
+    const auto& infos = bs_->infos();
+    const RankInfo& self = infos[static_cast<size_t>(rank_)];
+    const RankInfo& them = infos[static_cast<size_t>(peer)];
+    std::unique_ptr<ConnectionOpener> opener;
+    const char* name = "tcp";
+    switch (kind_[static_cast<size_t>(peer)]) {
+      case PeerKind::Threads:
+      case PeerKind::Shm: {
+        const bool threads = kind_[static_cast<size_t>(peer)] == PeerKind::Threads;
+        name = threads ? "local(threads)" : "local(shm)";
+        opener = localOpener(rank_, peer, commTag_, threads, them.pid, endpoint_);
+        break;
+      }
+      case PeerKind::Tcp: {
+        // The lower rank connects: socket i on rail (its pair rail + i) of the shared rails.
+        const bool initiator = rank_ < peer;
+        const RankInfo& low = initiator ? self : them;
+        const RankInfo& high = initiator ? them : self;
+        const std::vector<int> shared = sharedRails(low, high);
+        const bool remote = layout_->node(peer) != layout_->node(rank_);
+        const int k = std::max<int>(cfg.tcpSockets, remote ? static_cast<int>(shared.size()) : 0);
+        std::vector<int> rails(static_cast<size_t>(k), -1);
+        if (initiator && remote && !shared.empty()) {
+          const int pairRail = layout_->messageRail(rank_, peer);
+          const auto at = std::find(shared.begin(), shared.end(), pairRail);
+          const size_t start = at == shared.end() ? 0 : static_cast<size_t>(at - shared.begin());
+          for (int i = 0; i < k; ++i) rails[static_cast<size_t>(i)] = shared[(start + static_cast<size_t>(i)) % shared.size()];
+        } else if (initiator && remote) {
+          rails.assign(static_cast<size_t>(k), layout_->messageRail(rank_, peer));
+        }
+        opener = tcpOpener(*bs_, peer, std::move(rails), cfg.tcpChunkBytes);
+        break;
+      }
+      case PeerKind::Net: {
+        name = net_->name();
+        const int shared = static_cast<int>(sharedRails(self, them).size());
+        opener = netOpener(*bs_, peer, layout_->messageRail(rank_, peer), std::max(shared, 1), net_.get());
+        break;
+      }
+      case PeerKind::Self:
+        return nullptr;
+    }
+    lazy = std::make_unique<LazyConnection>(peer, name, std::move(opener));
+  }
+  if (Connection* c = lazy->open()) {
+    open_[static_cast<size_t>(peer)] = c;
+    return c;
+  }
+  return lazy.get();
 }
 
 Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTransports* out) {
   const Config& cfg = config();
   const int me = bs.rank(), n = bs.nranks();
   const auto& infos = bs.infos();
-  out->rank = me;
-  out->commTag = bs.commTag();
-  out->conns.resize(n);
-  std::vector<PeerKind> kind(n, PeerKind::Tcp);
+  out->bs_ = &bs;
+  out->layout_ = &layout;
+  out->rank_ = me;
+  out->commTag_ = bs.commTag();
+  out->kind_.assign(static_cast<size_t>(n), PeerKind::Tcp);
+  out->lazy_.resize(static_cast<size_t>(n));
+  out->open_.assign(static_cast<size_t>(n), nullptr);
   bool anyThreads = false, anyShm = false;
+  int local = 0, remote = 0;
   for (int p = 0; p < n; ++p) {
-    if (p == me) kind[p] = PeerKind::Self;
-    else if (cfg.transport == "tcp") kind[p] = PeerKind::Tcp;
-    else if (layout.node(p) != layout.node(me)) kind[p] = PeerKind::Tcp;
-    else if (infos[p].processHash == infos[me].processHash) kind[p] = PeerKind::Threads;
-    else kind[p] = PeerKind::Shm;
-    anyThreads |= kind[p] == PeerKind::Threads;
-    anyShm |= kind[p] == PeerKind::Shm;
+    PeerKind& k = out->kind_[static_cast<size_t>(p)];
+    if (p == me) k = PeerKind::Self;
+    else if (cfg.transport == "tcp") k = PeerKind::Tcp;
+    else if (layout.node(p) != layout.node(me)) k = PeerKind::Tcp;
+    else if (infos[p].processHash == infos[me].processHash) k = PeerKind::Threads;
+    else k = PeerKind::Shm;
+    anyThreads |= k == PeerKind::Threads;
+    anyShm |= k == PeerKind::Shm;
+    local += k == PeerKind::Threads || k == PeerKind::Shm;
+    remote += k == PeerKind::Tcp || k == PeerKind::Net;
   }
   // Let same-machine peers read our buffers under Yama's ptrace restrictions (scope 1).
   if (anyShm && cfg.localCma) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
@@ -61,66 +126,14 @@ Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTr
       int stale = removeStaleSegments();
       if (stale) log::info("rank {}: removed {} shared-memory segment(s) of dead processes", me, stale);
     }
-    std::string name = anyShm ? endpointShmName(out->commTag, me, infos[me].pid) : std::string();
-    STRATA_RETURN_IF_ERROR(Endpoint::create(name, me, n, cfg.localSlots, cfg.localSlotBytes, anyShm, &out->endpoint));
-    if (anyThreads) registerLocalEndpoint(out->commTag, me, out->endpoint);
+    std::string name = anyShm ? endpointShmName(out->commTag_, me, infos[me].pid) : std::string();
+    STRATA_RETURN_IF_ERROR(
+        Endpoint::create(name, me, n, cfg.localSlots, cfg.localSlotBytes, anyShm, &out->endpoint_));
+    if (anyThreads) registerLocalEndpoint(out->commTag_, me, out->endpoint_);
   }
-  STRATA_RETURN_IF_ERROR(bs.barrier());  // every endpoint exists now
-
-  double deadline = net::nowSec() + cfg.joinTimeoutSec;
-  for (int p = 0; p < n; ++p) {
-    if (kind[p] == PeerKind::Threads || kind[p] == PeerKind::Shm) {
-      std::shared_ptr<Endpoint> theirs;
-      if (kind[p] == PeerKind::Threads) {
-        theirs = findLocalEndpoint(out->commTag, p);
-        if (!theirs) return internalError("rank {}: endpoint of same-process rank {} not found", me, p);
-      } else {
-        STRATA_RETURN_IF_ERROR(Endpoint::open(endpointShmName(out->commTag, p, infos[p].pid), p, &theirs));
-        // Tell p (through our channel for it) whether we can read its memory directly.
-        if (cfg.localCma && probeCma(infos[p].pid, theirs->header()->probeAddr, theirs->header()->magic))
-          out->endpoint->channel(p)->cmaReadable.store(1, std::memory_order_release);
-        // And whether we can map its strataMemAlloc regions (through /proc/<pid>/fd).
-        if (cfg.sharedMinBytes > 0) {
-          if (canMapPeerRegions(infos[p].pid))
-            out->endpoint->channel(p)->sharedReadable.store(1, std::memory_order_release);
-          else
-            log::info("rank {}: cannot open /proc/{}/fd of rank {}: its strataMemAlloc buffers come through "
-                      "the staging slots", me, infos[p].pid, p);
-        }
-      }
-      out->conns[p] = std::make_unique<LocalConnection>(me, p, out->endpoint, theirs, kind[p] == PeerKind::Threads,
-                                                        infos[p].pid);
-    }
-  }
-  // tcp: connect to higher ranks first (the listen backlog holds them), then accept lower ranks.
-  const int k = cfg.tcpSockets;
-  std::vector<std::vector<int>> fds(n);
-  for (int p = me + 1; p < n; ++p) {
-    if (kind[p] != PeerKind::Tcp) continue;
-    for (int i = 0; i < k; ++i) {
-      int fd = -1;
-      const int rail = layout.node(p) != layout.node(me) ? layout.messageRail(me, p) : -1;
-      STRATA_RETURN_IF_ERROR(bs.connectPeer(p, Bootstrap::kData, i, deadline, &fd, rail));
-      fds[p].push_back(fd);
-    }
-  }
-  for (int p = 0; p < me; ++p) {
-    if (kind[p] != PeerKind::Tcp) continue;
-    for (int i = 0; i < k; ++i) {
-      int fd = -1;
-      STRATA_RETURN_IF_ERROR(bs.acceptPeer(p, Bootstrap::kData, i, deadline, &fd));
-      fds[p].push_back(fd);
-    }
-  }
-  for (int p = 0; p < n; ++p)
-    if (kind[p] == PeerKind::Tcp && p != me)
-      out->conns[p] = std::make_unique<TcpConnection>(me, p, std::move(fds[p]), cfg.tcpChunkBytes);
-
-  STRATA_RETURN_IF_ERROR(bs.barrier());  // every peer mapped our segment: its name can go
-  if (out->endpoint) out->endpoint->unlink();
-  const auto count = [&](PeerKind k) { return std::count(kind.begin(), kind.end(), k); };
-  log::debug("rank {}: transports ready ({} threads, {} shm, {} tcp peers)", me, count(PeerKind::Threads),
-             count(PeerKind::Shm), count(PeerKind::Tcp));
+  STRATA_RETURN_IF_ERROR(bs.barrier());  // every endpoint exists now: peers may map them on first use
+  log::debug("rank {}: transports ready ({} local, {} network peers; connections made on first use)", me, local,
+             remote);
   return OkStatus();
 }
 
