@@ -328,8 +328,8 @@ const std::vector<Entry>& entries() {
        },
        [](const Config& c) { return fmt::format("{}", c.ucxRegCacheBytes); }},
       {"STRATA_UCX_TLS", "transports", "UCX transports of strata's UCX transport (UCX reads it, as it reads any "
-       "STRATA_UCX_<NAME> before UCX_<NAME>). Default, unless UCX_TLS is set: network only (tcp, rc, ud, dc), never "
-       "shared memory, which cannot report a dead peer",
+       "STRATA_UCX_<NAME> before UCX_<NAME>). Default, unless UCX_TLS is set: ^sm,self (network transports only: "
+       "shared memory cannot report a dead peer)",
        [](Config& c, const std::string& v) {
          c.ucxTls = v;
          return OkStatus();

@@ -3,10 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "transport/config.h"
 #include "transport/local_connection.h"
-#include "transport/log.h"
-#include "transport/shared_buffers.h"
 #include "transport/socket.h"
 #include "transport/tcp_connection.h"
 
@@ -15,44 +12,21 @@ namespace {
 
 class LocalOpener final : public ConnectionOpener {
  public:
-  LocalOpener(int me, int peer, uint64_t tag, bool sameProcess, int pid, std::shared_ptr<Endpoint> mine)
-      : me_(me), peer_(peer), tag_(tag), sameProcess_(sameProcess), pid_(pid), mine_(std::move(mine)) {}
+  LocalOpener(int me, int peer, bool sameProcess, int pid, std::shared_ptr<Endpoint> mine,
+              std::shared_ptr<Endpoint> theirs)
+      : me_(me), peer_(peer), sameProcess_(sameProcess), pid_(pid), mine_(std::move(mine)), theirs_(std::move(theirs)) {}
 
   Status poll(std::unique_ptr<Connection>* out) override {
-    const Config& cfg = config();
-    std::shared_ptr<Endpoint> theirs;
-    if (sameProcess_) {
-      theirs = findLocalEndpoint(tag_, peer_);
-      if (!theirs)
-        return remoteError("rank {}: the endpoint of rank {} (same process) is gone: it destroyed its communicator",
-                           me_, peer_);
-    } else {
-      Status st = Endpoint::open(endpointShmName(tag_, peer_, pid_), peer_, &theirs);
-      if (!st.ok())
-        return remoteError("rank {}: cannot map the endpoint of rank {} (exited or failed?): {}", me_, peer_,
-                           st.message());
-      // Tell the peer (through our channel for it) whether we can read its memory directly.
-      if (cfg.localCma && probeCma(pid_, theirs->header()->probeAddr, theirs->header()->magic))
-        mine_->channel(peer_)->cmaReadable.store(1, std::memory_order_release);
-      // And whether we can map its strataMemAlloc regions (through /proc/<pid>/fd).
-      if (cfg.sharedMinBytes > 0) {
-        if (canMapPeerRegions(pid_)) mine_->channel(peer_)->sharedReadable.store(1, std::memory_order_release);
-        else
-          log::info("rank {}: cannot open /proc/{}/fd of rank {}: its strataMemAlloc buffers come through the "
-                    "staging slots", me_, pid_, peer_);
-      }
-    }
-    *out = std::make_unique<LocalConnection>(me_, peer_, mine_, std::move(theirs), sameProcess_, pid_);
+    *out = std::make_unique<LocalConnection>(me_, peer_, mine_, theirs_, sameProcess_, pid_);
     return OkStatus();
   }
   void addWaitSources(WaitSet*) override {}
 
  private:
   int me_, peer_;
-  uint64_t tag_;
   bool sameProcess_;
   int pid_;
-  std::shared_ptr<Endpoint> mine_;
+  std::shared_ptr<Endpoint> mine_, theirs_;
 };
 
 // Opens `count` sockets of one kind to a peer (all at once, without blocking).
@@ -151,9 +125,9 @@ std::vector<int> sharedRails(const RankInfo& a, const RankInfo& b) {
   return rails;
 }
 
-std::unique_ptr<ConnectionOpener> localOpener(int me, int peer, uint64_t commTag, bool sameProcess, int peerPid,
-                                              std::shared_ptr<Endpoint> mine) {
-  return std::make_unique<LocalOpener>(me, peer, commTag, sameProcess, peerPid, std::move(mine));
+std::unique_ptr<ConnectionOpener> localOpener(int me, int peer, bool sameProcess, int peerPid,
+                                              std::shared_ptr<Endpoint> mine, std::shared_ptr<Endpoint> theirs) {
+  return std::make_unique<LocalOpener>(me, peer, sameProcess, peerPid, std::move(mine), std::move(theirs));
 }
 
 std::unique_ptr<ConnectionOpener> tcpOpener(Bootstrap& bs, int peer, std::vector<int> rails, size_t chunkBytes) {

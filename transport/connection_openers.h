@@ -1,6 +1,7 @@
 // connection_openers.h: how each kind of connection is opened on first use (lazy_connection.h).
-//   local: a same-process peer's endpoint from the registry, or another process's shared-memory
-//          endpoint mapped (plus the single-copy probes); never waits on the peer.
+//   local: the peer's endpoint, found (same process) or mapped (shared memory) at setup: a peer
+//          may finish its side of a transfer and destroy its communicator before this rank first
+//          touches the pair, so endpoints cannot be looked up late. Never waits on the peer.
 //   tcp:   k sockets through the bootstrap listener, the lower rank connecting; socket i runs on
 //          rail i mod R of the R rails both ranks share, so large transfers stripe over every
 //          rail (chunk g travels on socket g mod k).
@@ -17,8 +18,8 @@
 
 namespace strata {
 
-std::unique_ptr<ConnectionOpener> localOpener(int me, int peer, uint64_t commTag, bool sameProcess, int peerPid,
-                                              std::shared_ptr<Endpoint> mine);
+std::unique_ptr<ConnectionOpener> localOpener(int me, int peer, bool sameProcess, int peerPid,
+                                              std::shared_ptr<Endpoint> mine, std::shared_ptr<Endpoint> theirs);
 /// `rails`: the initiator's rail (interface index) of each socket; the acceptor passes as many -1s.
 std::unique_ptr<ConnectionOpener> tcpOpener(Bootstrap& bs, int peer, std::vector<int> rails, size_t chunkBytes);
 std::unique_ptr<ConnectionOpener> netOpener(Bootstrap& bs, int peer, int rail, int sharedRails, NetTransport* net);

@@ -8,7 +8,9 @@
 
 #include "transport/config.h"
 #include "transport/connection_openers.h"
+#include "transport/local_connection.h"
 #include "transport/log.h"
+#include "transport/shared_buffers.h"
 
 namespace strata {
 
@@ -18,7 +20,6 @@ CommTransports::~CommTransports() {
   if (endpoint_) {
     if (kind_.end() != std::find(kind_.begin(), kind_.end(), PeerKind::Threads))
       unregisterLocalEndpoint(commTag_, rank_);
-    endpoint_->unlink();  // peers map it on first use, so its name lives as long as the comm
   }
 }
 
@@ -53,7 +54,7 @@ Connection* CommTransports::openSlow(int peer) {
       case PeerKind::Shm: {
         const bool threads = kind_[static_cast<size_t>(peer)] == PeerKind::Threads;
         name = threads ? "local(threads)" : "local(shm)";
-        opener = localOpener(rank_, peer, commTag_, threads, them.pid, endpoint_);
+        opener = localOpener(rank_, peer, threads, them.pid, endpoint_, peerEndpoint_[static_cast<size_t>(peer)]);
         break;
       }
       case PeerKind::Tcp: {
@@ -131,7 +132,31 @@ Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTr
         Endpoint::create(name, me, n, cfg.localSlots, cfg.localSlotBytes, anyShm, &out->endpoint_));
     if (anyThreads) registerLocalEndpoint(out->commTag_, me, out->endpoint_);
   }
-  STRATA_RETURN_IF_ERROR(bs.barrier());  // every endpoint exists now: peers may map them on first use
+  STRATA_RETURN_IF_ERROR(bs.barrier());  // every endpoint exists now
+  out->peerEndpoint_.resize(static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p) {
+    const PeerKind k = out->kind_[static_cast<size_t>(p)];
+    std::shared_ptr<Endpoint>& theirs = out->peerEndpoint_[static_cast<size_t>(p)];
+    if (k == PeerKind::Threads) {
+      theirs = findLocalEndpoint(out->commTag_, p);
+      if (!theirs) return internalError("rank {}: endpoint of same-process rank {} not found", me, p);
+    } else if (k == PeerKind::Shm) {
+      STRATA_RETURN_IF_ERROR(Endpoint::open(endpointShmName(out->commTag_, p, infos[p].pid), p, &theirs));
+      // Tell p (through our channel for it) whether we can read its memory directly.
+      if (cfg.localCma && probeCma(infos[p].pid, theirs->header()->probeAddr, theirs->header()->magic))
+        out->endpoint_->channel(p)->cmaReadable.store(1, std::memory_order_release);
+      // And whether we can map its strataMemAlloc regions (through /proc/<pid>/fd).
+      if (cfg.sharedMinBytes > 0) {
+        if (canMapPeerRegions(infos[p].pid))
+          out->endpoint_->channel(p)->sharedReadable.store(1, std::memory_order_release);
+        else
+          log::info("rank {}: cannot open /proc/{}/fd of rank {}: its strataMemAlloc buffers come through the "
+                    "staging slots", me, infos[p].pid, p);
+      }
+    }
+  }
+  STRATA_RETURN_IF_ERROR(bs.barrier());  // every peer mapped our segment: its name can go
+  if (out->endpoint_) out->endpoint_->unlink();
   log::debug("rank {}: transports ready ({} local, {} network peers; connections made on first use)", me, local,
              remote);
   return OkStatus();

@@ -2,9 +2,9 @@
 // Same process and node -> local (pointer mode); same node -> local (shared memory); otherwise the
 // network: tcp, striped over the rails both ranks share. Nodes come from the layout, so ranks on
 // different virtual nodes of one machine use the network. STRATA_TRANSPORT=tcp forces tcp for
-// every peer. Setup creates only this rank's endpoint (and a barrier: every endpoint exists);
-// connections are made on first use (lazy_connection.h), so a rank holds sockets, mappings and
-// memory only for the peers it talks to.
+// every peer. Setup creates this rank's endpoint and finds or maps those of its local peers (a
+// handful per node); connections are made on first use (lazy_connection.h), so a rank holds
+// sockets and connection state only for the peers it talks to.
 #pragma once
 
 #include <memory>
@@ -48,6 +48,7 @@ class CommTransports {
   std::vector<std::unique_ptr<LazyConnection>> lazy_;  ///< indexed by peer; made on first use
   std::vector<Connection*> open_;                      ///< the real connection once open
   std::shared_ptr<Endpoint> endpoint_;                 ///< this rank's, if it has local peers
+  std::vector<std::shared_ptr<Endpoint>> peerEndpoint_;  ///< local peers' (indexed by rank)
   std::unique_ptr<NetTransport> net_;                  ///< UCX / ibverbs, when chosen
   Doorbell ownBell_;                                   ///< used when there is no endpoint
   uint64_t commTag_ = 0;

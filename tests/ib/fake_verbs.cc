@@ -80,7 +80,7 @@ struct State {
   std::map<uint32_t, FMr*> lkeys, rkeys;
   int contexts = 0;
   uint32_t nextQpn = 0x100, nextKey = 0x1000;
-  uint64_t overflows = 0;
+  uint64_t overflows = 0, readBytes = 0;
   int mrs = 0;
   std::string misuse;
   bool stop = false;
@@ -157,8 +157,8 @@ bool addressOk(FQp* qp, FQp* target) {
   if (!qp->ah.is_global) return false;
   const PortSpec& lp = portOf(qp);
   if (qp->ah.grh.sgid_index >= lp.gids.size()) return false;
-  for (const GidSpec& gs : tp.gids)
-    if (memcmp(gs.raw, qp->ah.grh.dgid.raw, 16) == 0) return gs.type == lp.gids[qp->ah.grh.sgid_index].type;
+  for (const GidSpec& gs : tp.gids)  // RoCE v1 and v2 entries may share an address: the types must match
+    if (memcmp(gs.raw, qp->ah.grh.dgid.raw, 16) == 0 && gs.type == lp.gids[qp->ah.grh.sgid_index].type) return true;
   return false;
 }
 
@@ -254,6 +254,7 @@ bool execute(FQp* qp) {
     }
   }
   qp->c->dev->bytes += len;
+  if (isRead) g->readBytes += len;
   finish(IBV_WC_SUCCESS, isRead ? static_cast<uint32_t>(len) : 0);
   return true;
 }
@@ -311,6 +312,7 @@ int queryDevice(ibv_context* ctx, ibv_device_attr* a) {
   *a = ibv_device_attr{};
   a->phys_port_cnt = static_cast<uint8_t>(fctx(ctx)->dev->spec.ports.size());
   a->max_qp_rd_atom = 16;
+  a->max_qp_init_rd_atom = 16;
   a->max_qp_wr = 16384;
   a->max_cqe = 1 << 20;
   return 0;
@@ -640,6 +642,10 @@ uint64_t Fabric::bytesOn(const std::string& name) const {
   for (auto& d : g->devs)
     if (d->spec.name == name) return d->bytes;
   return 0;
+}
+uint64_t Fabric::bytesRead() const {
+  std::lock_guard<std::mutex> lk(g->mu);
+  return g->readBytes;
 }
 uint64_t Fabric::cqOverflows() const {
   std::lock_guard<std::mutex> lk(g->mu);

@@ -69,6 +69,8 @@ class Fabric {
   int contextsOpened() const;
   /// Payload bytes moved by work requests posted on device `name`.
   uint64_t bytesOn(const std::string& name) const;
+  /// Payload bytes moved by RDMA reads (the single-copy path), over all devices.
+  uint64_t bytesRead() const;
   uint64_t cqOverflows() const;
   int liveQps() const;
   int liveMrs() const;

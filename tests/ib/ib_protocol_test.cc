@@ -327,8 +327,12 @@ TEST(IbHandshake, SurvivesOneByteAtATimeDelivery) {
     sa = a.progress(&p);
     sb = b.progress(&p);
     char c;
-    if (recv(left[1], &c, 1, MSG_DONTWAIT) == 1) ASSERT_EQ(send(right[1], &c, 1, MSG_NOSIGNAL), 1);
-    if (recv(right[1], &c, 1, MSG_DONTWAIT) == 1) ASSERT_EQ(send(left[1], &c, 1, MSG_NOSIGNAL), 1);
+    if (recv(left[1], &c, 1, MSG_DONTWAIT) == 1) {
+      ASSERT_EQ(send(right[1], &c, 1, MSG_NOSIGNAL), 1);
+    }
+    if (recv(right[1], &c, 1, MSG_DONTWAIT) == 1) {
+      ASSERT_EQ(send(left[1], &c, 1, MSG_NOSIGNAL), 1);
+    }
   }
   ASSERT_TRUE(sa.ok() && sb.ok()) << sa.message() << sb.message();
   EXPECT_TRUE(a.connected() && b.connected());

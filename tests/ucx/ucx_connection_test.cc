@@ -447,15 +447,15 @@ TEST_F(UcxConnectionTest, ThreeRanksRingBothWays) {
 }
 
 // Destroying connections and transports with transfers pending (a large send the peer never
-// receives, a receive never sent) returns within a bounded time.
+// receives, a receive it never sends) returns within a bounded time.
 TEST_F(UcxConnectionTest, TeardownWithPendingTransfersDoesNotHang) {
   Ranks r(2);
   std::vector<uint8_t> big(16u << 20, 5), small(64);
   auto c0 = r.connect(0, 1);
   auto c1 = r.connect(1, 0);
   Transfer s = sendOf(big.data(), big.size()), v = recvOf(small.data(), small.size());
-  c0->postSend(&s);
-  c1->postRecv(&v);
+  c0->postSend(&s);  // rank 1 never receives it
+  c0->postRecv(&v);  // rank 1 never sends it
   const double t0 = net::nowSec();
   while (net::nowSec() - t0 < 0.2) {  // handshake done, the send's chunks are in flight
     bool p = false;

@@ -38,6 +38,11 @@ Status Handshake::fail(Status st) {
   return status_;
 }
 
+Status Handshake::closedError() const {
+  if (state_ == State::Connected) return remoteError("rank {} closed the connection (peer exited or failed)", peer_);
+  return remoteError("rank {} closed the connection during the ibverbs handshake (peer exited or failed)", peer_);
+}
+
 Status Handshake::handle(uint32_t type, const std::string& payload, bool* progressed) {
   *progressed = true;
   if (type == kFail)
@@ -86,8 +91,7 @@ Status Handshake::progress(bool* progressed) {
     ssize_t w = ::send(fd_, out_.data(), out_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
-      if (errno == EPIPE || errno == ECONNRESET)
-        return fail(remoteError("rank {} closed the connection (peer exited or failed)", peer_));
+      if (errno == EPIPE || errno == ECONNRESET) return fail(closedError());
       return fail(remoteError("oob socket to rank {} broke: {}", peer_, strerror(errno)));
     }
     out_.erase(0, static_cast<size_t>(w));
@@ -129,12 +133,7 @@ Status Handshake::progress(bool* progressed) {
       out_.erase(0, static_cast<size_t>(w));
     }
   }
-  if (eof) {
-    if (state_ == State::Connected)
-      return fail(remoteError("rank {} closed the connection (peer exited or failed)", peer_));
-    return fail(remoteError("rank {} closed the connection during the ibverbs handshake (peer exited or failed)",
-                            peer_));
-  }
+  if (eof) return fail(closedError());
   return OkStatus();
 }
 

@@ -82,6 +82,7 @@ class Handshake {
  private:
   void queue(uint32_t type, const void* p, size_t n);
   Status fail(Status st);
+  Status closedError() const;
   Status handle(uint32_t type, const std::string& payload, bool* progressed);
 
   int me_, peer_, fd_;

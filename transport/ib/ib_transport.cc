@@ -115,7 +115,7 @@ Status Devices::open(const Verbs* v, const Options& opt, std::shared_ptr<Devices
       r.ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
       r.lid = pa.lid;
       r.mtu = pa.active_mtu;
-      r.maxRdAtomic = std::clamp(da.max_qp_rd_atom, 1, 16);
+      r.maxRdAtomic = std::clamp(std::min(da.max_qp_rd_atom, da.max_qp_init_rd_atom), 1, 16);
       std::vector<GidEntry> table;
       for (int g = 0; g < std::min(pa.gid_tbl_len, 256); ++g) {
         ibv_gid gid{};

@@ -61,8 +61,9 @@ class UcxContext final : public Registrar {
 };
 
 /// The transport list used unless the user chose UCX_TLS / STRATA_UCX_TLS: everything but shared
-/// memory and loopback-to-self (an exclusion list: naming rc/ud/dc outright makes UCX warn on
-/// machines without them). What remains is tcp, the verbs/mlx5 transports and memory-type helpers.
-constexpr const char* kNetworkTls = "^sm,shm,mm,posix,sysv,cma,knem,xpmem,self,cuda_ipc,rocm_ipc";
+/// memory ("sm": posix, sysv, cma, knem, xpmem) and loopback-to-self. An exclusion list, because
+/// naming rc/ud/dc (or knem/xpmem) outright makes UCX warn on machines without them; GPU IPC
+/// transports that remain never reach a peer, the worker address being packed network-only.
+constexpr const char* kNetworkTls = "^sm,self";
 
 }  // namespace strata::ucx
