@@ -16,6 +16,7 @@
 #include "topology/host_identity.h"
 #include "transport/config.h"
 #include "transport/log.h"
+#include "transport/net_select.h"
 #include "transport/shared_buffers.h"
 
 namespace strata {
@@ -56,6 +57,7 @@ Status localRankInfo(int rank, int nranks, RankInfo* out) {
   info.rank = rank;
   info.gpu = -1;
   info.homeRail = -1;
+  info.netCaps = localNetCaps();
   info.pid = getpid();
   info.hostHash = topology::hostHash();
   info.processHash = topology::processHash();

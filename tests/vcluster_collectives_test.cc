@@ -209,7 +209,8 @@ std::map<int, std::map<int, std::string>> transportsOf(const std::string& out) {
 }
 
 /// Every rank reported exactly one connection per peer, tcp between nodes and `local` within one.
-void expectTransports(const std::string& out, const Placement& pl, const std::string& local) {
+void expectTransports(const std::string& out, const Placement& pl, const std::string& local,
+                      const std::string& remote = "tcp") {
   const auto kinds = transportsOf(out);
   ASSERT_EQ(static_cast<int>(kinds.size()), pl.nranks()) << out;
   for (int r = 0; r < pl.nranks(); ++r) {
@@ -217,7 +218,7 @@ void expectTransports(const std::string& out, const Placement& pl, const std::st
     const auto& mine = kinds.at(r);
     EXPECT_EQ(static_cast<int>(mine.size()), pl.nranks()) << out;
     for (int p = 0; p < pl.nranks(); ++p) {
-      const std::string want = p == r ? "self" : pl.node[p] != pl.node[r] ? "tcp" : local;
+      const std::string want = p == r ? "self" : pl.node[p] != pl.node[r] ? remote : local;
       EXPECT_EQ(mine.count(p) ? mine.at(p) : "(none)", want)
           << "rank " << r << " (node " << pl.node[r] << ") to rank " << p << " (node " << pl.node[p] << ")";
     }
@@ -287,9 +288,12 @@ struct TopoCase {
   const char* file;  ///< topology/files/<file>.json
   const char* algo;  ///< STRATA_ALGO
   bool large;        ///< with the ~1M-element cases
+  const char* transport = "auto";  ///< STRATA_TRANSPORT (ucx: UCX between the virtual nodes)
 };
 // Stable names in CTest (gtest_discover_tests shows GetParam(), by default as raw bytes).
-void PrintTo(const TopoCase& c, std::ostream* os) { *os << c.file << " " << c.algo << (c.large ? "" : " quick"); }
+void PrintTo(const TopoCase& c, std::ostream* os) {
+  *os << c.file << " " << c.algo << (c.large ? "" : " quick") << " " << c.transport;
+}
 
 class TopologyFileCluster : public ::testing::TestWithParam<TopoCase> {
  protected:
@@ -310,7 +314,7 @@ TEST_P(TopologyFileCluster, EveryCollectiveIsExactAndCrossNodeTrafficIsTcp) {
   // STRATA_TIMEOUT below the launcher's: a stuck wait reports its step and the ranks it waits on.
   Proc r = runOne(cmd,
                   {{"STRATA_TOPO_FILE", file}, {"STRATA_ALGO", c.algo}, {"STRATA_LOG_LEVEL", "debug"},
-                   {"STRATA_TIMEOUT", "60"}},
+                   {"STRATA_TIMEOUT", "60"}, {"STRATA_TRANSPORT", c.transport}},
                   110);
   const double took = std::chrono::duration<double>(Clock::now() - start).count();
   ASSERT_FALSE(r.limitHit) << "hung: " << failures(r.out);
@@ -318,9 +322,12 @@ TEST_P(TopologyFileCluster, EveryCollectiveIsExactAndCrossNodeTrafficIsTcp) {
   int checks = 0;
   EXPECT_EQ(passedRanks(r.out, &checks), pl.nranks()) << failures(r.out);
   EXPECT_TRUE(has(r.out, "ranks placed on virtual nodes")) << "the topology file was not used";
-  expectTransports(r.out, pl, "local(shm)");
-  expectTcpPairs(r.out, pl);
-  std::printf("%s, STRATA_ALGO=%s: %d ranks x %d checks in %.1f s\n", c.file, c.algo, pl.nranks(), checks, took);
+  const bool ucx = std::string(c.transport) == "ucx";
+  expectTransports(r.out, pl, "local(shm)", ucx ? "ucx" : "tcp");
+  if (ucx) EXPECT_TRUE(has(r.out, "ucx between nodes (STRATA_TRANSPORT)")) << failures(r.out);
+  else expectTcpPairs(r.out, pl);
+  std::printf("%s, STRATA_ALGO=%s STRATA_TRANSPORT=%s: %d ranks x %d checks in %.1f s\n", c.file, c.algo,
+              c.transport, pl.nranks(), checks, took);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -335,11 +342,18 @@ INSTANTIATE_TEST_SUITE_P(
                       TopoCase{"virtual_3x2_uneven", "pairwise", false},
                       TopoCase{"virtual_2x3_interleaved", "hier", true},
                       TopoCase{"virtual_2x3_interleaved", "auto", true},
-                      TopoCase{"virtual_2x3_interleaved", "ring", false}),
+                      TopoCase{"virtual_2x3_interleaved", "ring", false}
+#ifdef STRATA_HAVE_UCX
+                      ,  // UCX between the virtual nodes
+                      TopoCase{"virtual_2x2", "hier", true, "ucx"}, TopoCase{"virtual_4x2", "ring", false, "ucx"},
+                      TopoCase{"virtual_3x2_uneven", "auto", false, "ucx"}
+#endif
+                      ),
     [](const auto& info) {
       std::string f = info.param.file;
       f = f.substr(f.find('_') + 1);  // 2x2, 3x2_uneven, ...
-      return f + "_" + info.param.algo + (info.param.large ? "" : "_quick");
+      const std::string t = info.param.transport;
+      return f + "_" + info.param.algo + (info.param.large ? "" : "_quick") + (t == "auto" ? "" : "_" + t);
     });
 
 // A rank killed in the middle of all-reduces on a virtual node: every other rank (shared memory
@@ -348,8 +362,11 @@ struct KillCase {
   const char* file;
   const char* algo;
   int victim;
+  const char* transport = "auto";
 };
-void PrintTo(const KillCase& c, std::ostream* os) { *os << c.file << " " << c.algo << " victim " << c.victim; }
+void PrintTo(const KillCase& c, std::ostream* os) {
+  *os << c.file << " " << c.algo << " victim " << c.victim << " " << c.transport;
+}
 
 class TopologyFileKill : public ::testing::TestWithParam<KillCase> {
  protected:
@@ -376,7 +393,9 @@ TEST_P(TopologyFileKill, EveryOtherRankFailsNamingTheKilledRank) {
   const Placement pl = placementOfFile(file);
   Proc r = runOne({STRATA_RUN_BIN, "--timeout", "60", "-n", std::to_string(pl.nranks()), "--", WORKER_BIN,
                    "--kill-rank", std::to_string(c.victim), "--kill-after-ms", "300"},
-                  {{"STRATA_TOPO_FILE", file}, {"STRATA_ALGO", c.algo}, {"STRATA_TIMEOUT", "30"}}, 70);
+                  {{"STRATA_TOPO_FILE", file}, {"STRATA_ALGO", c.algo}, {"STRATA_TIMEOUT", "30"},
+                   {"STRATA_TRANSPORT", c.transport}},
+                  70);
   ASSERT_FALSE(r.limitHit) << r.out;
   EXPECT_EQ(r.code, 128 + SIGKILL) << r.out;
   EXPECT_TRUE(has(r.out, "strata-run: rank " + std::to_string(c.victim) + " killed by signal SIGKILL")) << r.out;
@@ -385,11 +404,16 @@ TEST_P(TopologyFileKill, EveryOtherRankFailsNamingTheKilledRank) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TopologyFileKill,
                          ::testing::Values(KillCase{"virtual_2x2", "hier", 3},
-                                           KillCase{"virtual_3x2_uneven", "ring", 2}),
+                                           KillCase{"virtual_3x2_uneven", "ring", 2}
+#ifdef STRATA_HAVE_UCX
+                                           , KillCase{"virtual_2x2", "hier", 3, "ucx"}
+#endif
+                                           ),
                          [](const auto& info) {
                            std::string f = info.param.file;
+                           const std::string t = info.param.transport;
                            return f.substr(f.find('_') + 1) + "_" + info.param.algo + "_victim" +
-                                  std::to_string(info.param.victim);
+                                  std::to_string(info.param.victim) + (t == "auto" ? "" : "_" + t);
                          });
 
 // ---------------------------------------------------------------------------------------------
@@ -404,14 +428,22 @@ std::map<int, std::string> kindsOf(strataComm_t comm) {
   return k;
 }
 
-class ThreadRanksOnVirtualNodes : public ::testing::TestWithParam<const char*> {};
+struct ThreadCase {
+  const char* algo;
+  const char* transport;  ///< STRATA_TRANSPORT: the kind expected between nodes (auto: tcp)
+};
+void PrintTo(const ThreadCase& c, std::ostream* os) { *os << c.algo << " " << c.transport; }
+
+class ThreadRanksOnVirtualNodes : public ::testing::TestWithParam<ThreadCase> {};
 
 TEST_P(ThreadRanksOnVirtualNodes, EveryCollectiveIsExactAndOtherNodesAreTcp) {
   // Six threads of this process on two virtual nodes, round-robin: 0, 2, 4 on node 0.
   const std::string file = topoFile("virtual_2x3_interleaved");
   const Placement pl = placementOfFile(file);
+  const std::string remote = std::string(GetParam().transport) == "auto" ? "tcp" : GetParam().transport;
   strata::testing::ScopedEnv topo("STRATA_TOPO_FILE", file);
-  strata::testing::ScopedEnv algo("STRATA_ALGO", GetParam());
+  strata::testing::ScopedEnv algo("STRATA_ALGO", GetParam().algo);
+  strata::testing::ScopedEnv transport("STRATA_TRANSPORT", GetParam().transport);
   const int n = pl.nranks();
   std::vector<strata::testing::CheckReport> reps(static_cast<size_t>(n));
   std::vector<std::map<int, std::string>> kinds(static_cast<size_t>(n));
@@ -426,14 +458,22 @@ TEST_P(ThreadRanksOnVirtualNodes, EveryCollectiveIsExactAndOtherNodesAreTcp) {
     SCOPED_TRACE("rank " + std::to_string(r));
     EXPECT_EQ(where[r], std::make_pair(pl.node[r], pl.local[r]));
     for (int p = 0; p < n; ++p)
-      EXPECT_EQ(kinds[r][p], p == r ? "self" : pl.node[p] != pl.node[r] ? "tcp" : "local(threads)") << "peer " << p;
+      EXPECT_EQ(kinds[r][p], p == r ? "self" : pl.node[p] != pl.node[r] ? remote : "local(threads)") << "peer " << p;
     EXPECT_GT(reps[r].passed, 0);
     for (const auto& f : reps[r].failures) ADD_FAILURE() << f;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Algo, ThreadRanksOnVirtualNodes, ::testing::Values("hier", "auto"),
-                         [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Algo, ThreadRanksOnVirtualNodes,
+                         ::testing::Values(ThreadCase{"hier", "auto"}, ThreadCase{"auto", "auto"}
+#ifdef STRATA_HAVE_UCX
+                                           , ThreadCase{"auto", "ucx"}
+#endif
+                                           ),
+                         [](const auto& info) {
+                           const std::string t = info.param.transport;
+                           return std::string(info.param.algo) + (t == "auto" ? "" : "_" + t);
+                         });
 
 // Two processes of three rank threads each, round-robin over two virtual nodes: every kind of
 // connection at once (threads of one node: pointers; threads of one process on different nodes:
@@ -556,8 +596,11 @@ void expectRails(const std::string& out) {
 struct NetnsCase {
   const char* algo;
   const char* rate;  ///< --rail-rate, "" for none
+  const char* transport = "auto";
 };
-void PrintTo(const NetnsCase& c, std::ostream* os) { *os << c.algo << (*c.rate ? " rail rate " : "") << c.rate; }
+void PrintTo(const NetnsCase& c, std::ostream* os) {
+  *os << c.algo << (*c.rate ? " rail rate " : "") << c.rate << " " << c.transport;
+}
 
 class NetnsCollectives : public NetnsCluster, public ::testing::WithParamInterface<NetnsCase> {};
 
@@ -566,22 +609,32 @@ TEST_P(NetnsCollectives, EveryCollectiveIsExactOverTheRails) {
   std::vector<std::string> cmd = {STRATA_RUN_BIN, "--timeout", "100", "--nodes", "2", "--ppn", "2", "--rails", "2"};
   if (*c.rate) cmd.insert(cmd.end(), {"--rail-rate", c.rate});
   cmd.insert(cmd.end(), {"--", WORKER_BIN, "--topology", "--transports"});
-  Proc r = runOne(cmd, {{"STRATA_ALGO", c.algo}, {"STRATA_LOG_LEVEL", "debug"}}, 110);
+  Proc r = runOne(cmd, {{"STRATA_ALGO", c.algo}, {"STRATA_LOG_LEVEL", "debug"}, {"STRATA_TRANSPORT", c.transport}},
+                  110);
   ASSERT_FALSE(r.limitHit) << "hung: " << failures(r.out);
   EXPECT_EQ(r.code, 0) << failures(r.out);
   EXPECT_TRUE(has(r.out, "strata-run: virtual cluster: 2 nodes x 2 ranks, 2 rails")) << failures(r.out);
   EXPECT_EQ(passedRanks(r.out), 4) << failures(r.out);
-  expectTransports(r.out, kNetns2x2, "local(shm)");
-  expectTcpPairs(r.out, kNetns2x2);
-  expectRails(r.out);
+  const bool ucx = std::string(c.transport) == "ucx";
+  expectTransports(r.out, kNetns2x2, "local(shm)", ucx ? "ucx" : "tcp");
+  if (!ucx) {
+    expectTcpPairs(r.out, kNetns2x2);
+    expectRails(r.out);
+  }
   expectClean(r.pid);
 }
 
 INSTANTIATE_TEST_SUITE_P(Algo, NetnsCollectives,
                          ::testing::Values(NetnsCase{"hier", ""}, NetnsCase{"auto", ""},
-                                           NetnsCase{"auto", "10gbit"}),
+                                           NetnsCase{"auto", "10gbit"}
+#ifdef STRATA_HAVE_UCX
+                                           , NetnsCase{"hier", "", "ucx"}
+#endif
+                                           ),
                          [](const auto& info) {
-                           return std::string(info.param.algo) + (*info.param.rate ? "_shaped" : "");
+                           const std::string t = info.param.transport;
+                           return std::string(info.param.algo) + (*info.param.rate ? "_shaped" : "") +
+                                  (t == "auto" ? "" : "_" + t);
                          });
 
 TEST_F(NetnsCluster, KilledRankFailsEveryOtherRankAndTheNamespacesGo) {

@@ -45,6 +45,7 @@ struct RankInfo {
   uint32_t ifMbps[kMaxIfs] = {};  ///< link rate from sysfs (Mbit/s; 0: unknown)
   int32_t ifNuma[kMaxIfs] = {};   ///< NUMA domain of the interface's device (-1: unknown, virtual)
   int32_t numa = -1;              ///< NUMA domain all of this rank's CPUs lie in (-1: several, unknown)
+  uint32_t netCaps = 0;           ///< network transports this rank can use (net_select.h NetCaps)
 };
 
 /// The address of `peer` to reach on `rail` from `self`: the peer's interface in the subnet of

@@ -70,9 +70,11 @@ const std::vector<Entry>& entries() {
                             {"auto", "ring", "rhd", "tree", "direct", "oneshot", "pairwise", "bruck", "linear", "hier"}, &c.algo);
        },
        [](const Config& c) { return c.algo; }},
-      {"STRATA_TRANSPORT", "choice", "transport between ranks of one machine: auto|local|tcp",
+      {"STRATA_TRANSPORT", "choice",
+       "transport: auto|local|tcp|ucx|ib (tcp: every peer over tcp; ucx, ib: between nodes; auto: UCX where both "
+       "ends have RDMA, else tcp)",
        [](Config& c, const std::string& v) {
-         return parseChoice("STRATA_TRANSPORT", v, {"auto", "local", "tcp"}, &c.transport);
+         return parseChoice("STRATA_TRANSPORT", v, {"auto", "local", "tcp", "ucx", "ib"}, &c.transport);
        },
        [](const Config& c) { return c.transport; }},
       {"STRATA_JOIN_TIMEOUT", "seconds", "how long init waits for every rank to join",

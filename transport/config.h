@@ -13,7 +13,7 @@ namespace strata {
 
 struct Config {
   std::string algo = "auto";        ///< STRATA_ALGO: auto|ring|rhd|tree|direct|oneshot|pairwise|bruck|linear|hier
-  std::string transport = "auto";   ///< STRATA_TRANSPORT: auto|local|tcp (tcp forces the network)
+  std::string transport = "auto";   ///< STRATA_TRANSPORT: auto|local|tcp|ucx|ib (transport/net_select.h)
   double joinTimeoutSec = 120;      ///< STRATA_JOIN_TIMEOUT: seconds for all ranks to join
   double timeoutSec = 600;          ///< STRATA_TIMEOUT: seconds a pending operation may wait
   std::string logLevel = "warn";    ///< STRATA_LOG_LEVEL: error|warn|info|debug|trace
@@ -31,8 +31,8 @@ struct Config {
   std::string socketIfname;         ///< STRATA_SOCKET_IFNAME: interfaces to use (NCCL-style prefix list)
   std::string ncclSocketIfname;     ///< NCCL_SOCKET_IFNAME: honoured when STRATA_SOCKET_IFNAME is unset
   std::string topoFile;             ///< STRATA_TOPO_FILE: cluster description (JSON) to load
-  bool strictPlacement = false;
-  double vclusterRailBitsPerSec = 0; ///< STRATA_VCLUSTER_RAIL_RATE: shaped rail rate (set by strata-run --rail-rate)     ///< STRATA_STRICT_PLACEMENT: a layout with TP across nodes is an error
+  bool strictPlacement = false;     ///< STRATA_STRICT_PLACEMENT: a layout with TP across nodes is an error
+  double vclusterRailBitsPerSec = 0; ///< STRATA_VCLUSTER_RAIL_RATE: shaped rail rate (set by strata-run --rail-rate)
   std::string uniqueId;             ///< STRATA_UNIQUE_ID: the job's id, set by strata-run
   int rootPort = 0;                 ///< STRATA_ROOT_PORT: rank 0's rendezvous port for env launches
   bool checkArgs = false;           ///< STRATA_CHECK_ARGS: verify all ranks call the same collective

@@ -10,6 +10,7 @@
 #include "transport/connection_openers.h"
 #include "transport/local_connection.h"
 #include "transport/log.h"
+#include "transport/net_select.h"
 #include "transport/shared_buffers.h"
 
 namespace strata {
@@ -108,17 +109,33 @@ Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTr
   out->open_.assign(static_cast<size_t>(n), nullptr);
   bool anyThreads = false, anyShm = false;
   int local = 0, remote = 0;
+  NetChoice netChoice = NetChoice::Tcp;
   for (int p = 0; p < n; ++p) {
     PeerKind& k = out->kind_[static_cast<size_t>(p)];
     if (p == me) k = PeerKind::Self;
     else if (cfg.transport == "tcp") k = PeerKind::Tcp;
-    else if (layout.node(p) != layout.node(me)) k = PeerKind::Tcp;
+    else if (layout.node(p) != layout.node(me)) {
+      NetChoice c = NetChoice::Tcp;
+      STRATA_RETURN_IF_ERROR(chooseNet(infos[me], infos[p], &c));
+      k = c == NetChoice::Tcp ? PeerKind::Tcp : PeerKind::Net;
+      if (c != NetChoice::Tcp) netChoice = c;
+    }
     else if (infos[p].processHash == infos[me].processHash) k = PeerKind::Threads;
     else k = PeerKind::Shm;
     anyThreads |= k == PeerKind::Threads;
     anyShm |= k == PeerKind::Shm;
     local += k == PeerKind::Threads || k == PeerKind::Shm;
     remote += k == PeerKind::Tcp || k == PeerKind::Net;
+  }
+  if (std::count(out->kind_.begin(), out->kind_.end(), PeerKind::Net) > 0) {
+    STRATA_RETURN_IF_ERROR(createNetTransport(netChoice, me, &out->net_));
+    if (me == 0)
+      log::info("rank {}: {} between nodes ({})", me, netChoiceName(netChoice),
+                cfg.transport == "auto" ? "auto: RDMA devices and UCX on both ends" : "STRATA_TRANSPORT");
+  } else if (remote > 0 && me == 0) {
+    log::info("rank 0: tcp between nodes ({})", cfg.transport == "tcp" ? "STRATA_TRANSPORT=tcp"
+                                                  : "no RDMA device on both ends: strata's tcp measured faster "
+                                                    "than UCX's tcp");
   }
   // Let same-machine peers read our buffers under Yama's ptrace restrictions (scope 1).
   if (anyShm && cfg.localCma) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
