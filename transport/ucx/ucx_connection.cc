@@ -15,7 +15,8 @@
 namespace strata::ucx {
 namespace {
 
-constexpr double kEofGraceSec = 0.05;    ///< after oob EOF, data already sent may still land
+constexpr double kNoticeWaitSec = 0.2;   ///< how long a failure waits for the peer's reason
+constexpr double kEofGraceSec = 0.2;     ///< after the peer exits, data it sent may still land
 constexpr double kFlushSec = 0.5;        ///< teardown: bounded flush of a healthy endpoint
 constexpr double kCloseSec = 1.0;        ///< teardown: bounded wait for forced close and requests
 constexpr size_t kMaxReasonBytes = 4096;
@@ -219,7 +220,8 @@ Status UcxConnection::readOob(bool* progressed) {
       std::string why(oobIn_.data() + at + sizeof(FailFrame),
                       std::min(n, oobIn_.size() - at - sizeof(FailFrame)));
       at = oobIn_.size();
-      if (peerError_.ok()) peerError_ = remoteError("rank {} failed: {}", peer_, why);
+      if (peerError_.ok() || !peerNotice_) peerError_ = remoteError("rank {} failed: {}", peer_, why);
+      peerNotice_ = true;
     } else {
       return fail(remoteError("protocol error on the connection to rank {}: unexpected frame {:#x}", peer_, magic));
     }
@@ -447,28 +449,53 @@ void UcxConnection::retire(bool* progressed) {
 
 Status UcxConnection::progress(bool* progressed) {
   if (!broken_.ok()) return broken_;
+  Status st = progressTransfers(progressed);
+  if (st.ok() || st.code() != strataRemoteError) return st;
+  // The peer is gone. If it failed rather than exited, its notice on the oob socket says why
+  // (e.g. which rank it lost); UCX may report the endpoint error first, so give the notice a moment.
+  const double deadline = net::nowSec() + kNoticeWaitSec;
+  bool ignored = false;
+  while (!peerNotice_ && !oobClosed_ && oob_ >= 0) {
+    const double left = deadline - net::nowSec();
+    if (left <= 0 || !readOob(&ignored).ok()) break;
+    if (peerNotice_ || oobClosed_) break;
+    pollfd p{oob_, POLLIN, 0};
+    (void)::poll(&p, 1, static_cast<int>(left * 1000) + 1);
+  }
+  log::debug("rank {}: UCX connection to rank {} failed ({}); peer notice: {}", me_, peer_, st.message(),
+             peerNotice_ ? peerError_.message() : oobClosed_ ? "none (oob closed)" : "none within the wait");
+  if (peerNotice_) broken_ = peerError_;
+  return broken_;
+}
+
+Status UcxConnection::progressTransfers(bool* progressed) {
   STRATA_RETURN_IF_ERROR(writeHello(progressed));
   STRATA_RETURN_IF_ERROR(readOob(progressed));
+  const bool epDown = epStatus_ != UCS_OK;
+  if (epDown && epDownAt_ == 0) epDownAt_ = net::nowSec();
   if (ep_ != nullptr) {
     if (ctx_->progress()) *progressed = true;
     STRATA_RETURN_IF_ERROR(reapSends(progressed));
     STRATA_RETURN_IF_ERROR(reapRecvs(progressed));
     retire(progressed);
-    if (epStatus_ != UCS_OK && peerError_.ok())
-      peerError_ = remoteError("connection to rank {} failed in UCX: {} (peer exited or failed)", peer_,
-                               ucs_status_string(epStatus_));
-    if (epStatus_ == UCS_OK && broken_.ok()) {
-      STRATA_RETURN_IF_ERROR(postSends(progressed));
+    if (broken_.ok()) {
+      // Receives are matched on the worker, not the endpoint: they still find what the peer sent
+      // before its endpoint went down.
+      if (!epDown) STRATA_RETURN_IF_ERROR(postSends(progressed));
       STRATA_RETURN_IF_ERROR(postRecvs(progressed));
     }
   }
   if (idle()) return OkStatus();
-  // A failure notice, an endpoint error or EOF before the hello are final; a plain EOF after it
-  // leaves data the peer sent just before exiting a moment to land.
+  // A failure notice or EOF before the hello is final. A peer that exited (endpoint error, EOF
+  // after the hello) fails pending sends at once; pending receives get a moment to match the data
+  // it sent just before exiting.
   if (!peerError_.ok()) return fail(peerError_);
-  if (oobClosed_ && gotHello_) {
-    if (net::nowSec() - oobClosedAt_ > kEofGraceSec)
-      return fail(remoteError("rank {} closed the connection (peer exited or failed)", peer_));
+  if (epDown || (oobClosed_ && gotHello_)) {
+    const Status gone = epDown ? remoteError("connection to rank {} failed in UCX: {} (peer exited or failed)", peer_,
+                                             ucs_status_string(epStatus_))
+                               : remoteError("rank {} closed the connection (peer exited or failed)", peer_);
+    const double since = epDown && (!oobClosed_ || epDownAt_ < oobClosedAt_) ? epDownAt_ : oobClosedAt_;
+    if ((epDown && !sends_.empty()) || net::nowSec() - since > kEofGraceSec) return fail(gone);
     *progressed = true;  // keep polling through the grace period
   }
   return OkStatus();

@@ -61,6 +61,7 @@ class UcxConnection final : public Connection {
   using Buffers = std::vector<char*>;  // free lists; ownedBuffers_ owns the memory
 
   Status fail(Status st);
+  Status progressTransfers(bool* progressed);
   Status readOob(bool* progressed);
   Status writeHello(bool* progressed);
   Status startEndpoint();
@@ -96,6 +97,8 @@ class UcxConnection final : public Connection {
   Status peerError_;  ///< the peer is gone or failed; reported once a transfer is pending
   Status broken_;
   ucs_status_t epStatus_ = UCS_OK;
+  double epDownAt_ = 0;  ///< when the endpoint error was first seen
+  bool peerNotice_ = false;  ///< peerError_ is the peer's own failure notice
   static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
 };
 
