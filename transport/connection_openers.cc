@@ -12,18 +12,19 @@ namespace {
 
 class LocalOpener final : public ConnectionOpener {
  public:
-  LocalOpener(int me, int peer, bool sameProcess, int pid, std::shared_ptr<Endpoint> mine,
-              std::shared_ptr<Endpoint> theirs)
-      : me_(me), peer_(peer), sameProcess_(sameProcess), pid_(pid), mine_(std::move(mine)), theirs_(std::move(theirs)) {}
+  LocalOpener(int me, int peer, int myChannel, int peerChannel, bool sameProcess, int pid,
+              std::shared_ptr<Endpoint> mine, std::shared_ptr<Endpoint> theirs)
+      : me_(me), peer_(peer), myChannel_(myChannel), peerChannel_(peerChannel), sameProcess_(sameProcess), pid_(pid),
+        mine_(std::move(mine)), theirs_(std::move(theirs)) {}
 
   Status poll(std::unique_ptr<Connection>* out) override {
-    *out = std::make_unique<LocalConnection>(me_, peer_, mine_, theirs_, sameProcess_, pid_);
+    *out = std::make_unique<LocalConnection>(me_, peer_, myChannel_, peerChannel_, mine_, theirs_, sameProcess_, pid_);
     return OkStatus();
   }
   void addWaitSources(WaitSet*) override {}
 
  private:
-  int me_, peer_;
+  int me_, peer_, myChannel_, peerChannel_;
   bool sameProcess_;
   int pid_;
   std::shared_ptr<Endpoint> mine_, theirs_;
@@ -125,9 +126,11 @@ std::vector<int> sharedRails(const RankInfo& a, const RankInfo& b) {
   return rails;
 }
 
-std::unique_ptr<ConnectionOpener> localOpener(int me, int peer, bool sameProcess, int peerPid,
-                                              std::shared_ptr<Endpoint> mine, std::shared_ptr<Endpoint> theirs) {
-  return std::make_unique<LocalOpener>(me, peer, sameProcess, peerPid, std::move(mine), std::move(theirs));
+std::unique_ptr<ConnectionOpener> localOpener(int me, int peer, int myChannel, int peerChannel, bool sameProcess,
+                                              int peerPid, std::shared_ptr<Endpoint> mine,
+                                              std::shared_ptr<Endpoint> theirs) {
+  return std::make_unique<LocalOpener>(me, peer, myChannel, peerChannel, sameProcess, peerPid, std::move(mine),
+                                       std::move(theirs));
 }
 
 std::unique_ptr<ConnectionOpener> tcpOpener(Bootstrap& bs, int peer, std::vector<int> rails, size_t chunkBytes) {

@@ -18,8 +18,10 @@
 
 namespace strata {
 
-std::unique_ptr<ConnectionOpener> localOpener(int me, int peer, bool sameProcess, int peerPid,
-                                              std::shared_ptr<Endpoint> mine, std::shared_ptr<Endpoint> theirs);
+/// `myChannel` / `peerChannel`: the local ranks of the two (channel indices in the endpoints).
+std::unique_ptr<ConnectionOpener> localOpener(int me, int peer, int myChannel, int peerChannel, bool sameProcess,
+                                              int peerPid, std::shared_ptr<Endpoint> mine,
+                                              std::shared_ptr<Endpoint> theirs);
 /// `rails`: the initiator's rail (interface index) of each socket; the acceptor passes as many -1s.
 std::unique_ptr<ConnectionOpener> tcpOpener(Bootstrap& bs, int peer, std::vector<int> rails, size_t chunkBytes);
 std::unique_ptr<ConnectionOpener> netOpener(Bootstrap& bs, int peer, int rail, int sharedRails, NetTransport* net);

@@ -36,14 +36,16 @@ static bool processAlive(int pid) {
   return close[2] != 'Z' && close[2] != 'X';
 }
 
-LocalConnection::LocalConnection(int myRank, int peer, std::shared_ptr<Endpoint> mine,
+LocalConnection::LocalConnection(int myRank, int peer, int myChannel, int peerChannel, std::shared_ptr<Endpoint> mine,
                                  std::shared_ptr<Endpoint> theirs, bool pointerMode, int peerPid)
     : me_(myRank),
       peer_(peer),
+      myChannel_(myChannel),
+      peerChannel_(peerChannel),
       mine_(std::move(mine)),
       theirs_(std::move(theirs)),
-      out_(theirs_->channel(myRank)),
-      in_(mine_->channel(peer)),
+      out_(theirs_->channel(myChannel)),
+      in_(mine_->channel(peerChannel)),
       pointerMode_(pointerMode),
       peerPid_(peerPid),
       slots_(theirs_->header()->slots),
@@ -90,7 +92,7 @@ Status LocalConnection::progressSends(bool* progressed) {
         d.ptr = 0;
         d.mode = kSlotInline;
       } else {
-        kernels::copy(theirs_->slotData(me_, outHead_), src, chunk);
+        kernels::copy(theirs_->slotData(myChannel_, outHead_), src, chunk);
         d.ptr = 0;
         d.mode = kSlotData;
       }
@@ -129,7 +131,7 @@ Status LocalConnection::progressRecvs(bool* progressed) {
                             d.msgBytes, me_, t->bytes);
       const void* src = d.mode == kSlotPointer  ? reinterpret_cast<const void*>(d.ptr)
                         : d.mode == kSlotInline ? static_cast<const void*>(d.inlineData)
-                                                : mine_->slotData(peer_, inTail_);
+                                                : mine_->slotData(peerChannel_, inTail_);
       if (d.mode == kSlotShared) {
         const char* mapped = nullptr;
         STRATA_RETURN_IF_ERROR(peerRegion(d, &mapped));
@@ -152,7 +154,7 @@ Status LocalConnection::progressRecvs(bool* progressed) {
         // its lines modified here rather than shared (kernels/consume.h). Large chunks stream through
         // the slots: their lines leave our cache before the sender comes back, and dirty ones would
         // cost a write-back (no faster from 256 KiB, slower at 8 MiB: docs/PERFORMANCE.md).
-        char* slot = mine_->slotData(peer_, inTail_);
+        char* slot = mine_->slotData(peerChannel_, inTail_);
         if (t->kind == Transfer::Recv) {
           kernels::consumeCopy(dst, slot, d.chunkBytes);
         } else {

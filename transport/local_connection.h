@@ -16,8 +16,10 @@ namespace strata {
 
 class LocalConnection final : public Connection {
  public:
-  LocalConnection(int myRank, int peer, std::shared_ptr<Endpoint> mine, std::shared_ptr<Endpoint> theirs,
-                  bool pointerMode, int peerPid);
+  /// `myChannel` / `peerChannel`: the two ranks' channel indices in the endpoints (their local
+  /// ranks on the node).
+  LocalConnection(int myRank, int peer, int myChannel, int peerChannel, std::shared_ptr<Endpoint> mine,
+                  std::shared_ptr<Endpoint> theirs, bool pointerMode, int peerPid);
   int peer() const override { return peer_; }
   const char* kindName() const override { return pointerMode_ ? "local(threads)" : "local(shm)"; }
   void postSend(Transfer* t) override { sends_.push_back(t); }
@@ -34,6 +36,7 @@ class LocalConnection final : public Connection {
   Status peerRegion(const SlotDesc& d, const char** src);
 
   int me_, peer_;
+  int myChannel_, peerChannel_;  ///< channel indices (local ranks) in the endpoints
   std::shared_ptr<Endpoint> mine_, theirs_;
   ChannelCtrl* out_;  ///< in the peer's endpoint: chunks we send
   ChannelCtrl* in_;   ///< in our endpoint: chunks the peer sends

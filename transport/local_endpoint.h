@@ -64,9 +64,10 @@ struct alignas(64) EndpointHeader {
   Doorbell bell;
 };
 
-/// A mapped endpoint (own or a peer's). Layout: header, ChannelCtrl[nranks] (indexed by sender),
-/// then, if `withData`, nranks * slots * slotBytes of staging (sparse: pages are touched only by
-/// channels in use).
+/// A mapped endpoint (own or a peer's). Layout: header, ChannelCtrl[nranks] (indexed by the
+/// sender's local rank: `nranks` is the node's rank count, not the communicator's), then, if
+/// `withData`, nranks * slots * slotBytes of staging (sparse: pages are touched only by channels
+/// in use).
 class Endpoint {
  public:
   ~Endpoint();

@@ -55,7 +55,8 @@ Connection* CommTransports::openSlow(int peer) {
       case PeerKind::Shm: {
         const bool threads = kind_[static_cast<size_t>(peer)] == PeerKind::Threads;
         name = threads ? "local(threads)" : "local(shm)";
-        opener = localOpener(rank_, peer, threads, them.pid, endpoint_, peerEndpoint_[static_cast<size_t>(peer)]);
+        opener = localOpener(rank_, peer, layout_->localRank(rank_), layout_->localRank(peer), threads, them.pid,
+                             endpoint_, peerEndpoint_[static_cast<size_t>(peer)]);
         break;
       }
       case PeerKind::Tcp: {
@@ -146,7 +147,8 @@ Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTr
     }
     std::string name = anyShm ? endpointShmName(out->commTag_, me, infos[me].pid) : std::string();
     STRATA_RETURN_IF_ERROR(
-        Endpoint::create(name, me, n, cfg.localSlots, cfg.localSlotBytes, anyShm, &out->endpoint_));
+        Endpoint::create(name, me, layout.localSize(layout.node(me)), cfg.localSlots, cfg.localSlotBytes, anyShm,
+                         &out->endpoint_));
     if (anyThreads) registerLocalEndpoint(out->commTag_, me, out->endpoint_);
   }
   STRATA_RETURN_IF_ERROR(bs.barrier());  // every endpoint exists now
@@ -161,11 +163,11 @@ Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTr
       STRATA_RETURN_IF_ERROR(Endpoint::open(endpointShmName(out->commTag_, p, infos[p].pid), p, &theirs));
       // Tell p (through our channel for it) whether we can read its memory directly.
       if (cfg.localCma && probeCma(infos[p].pid, theirs->header()->probeAddr, theirs->header()->magic))
-        out->endpoint_->channel(p)->cmaReadable.store(1, std::memory_order_release);
+        out->endpoint_->channel(layout.localRank(p))->cmaReadable.store(1, std::memory_order_release);
       // And whether we can map its strataMemAlloc regions (through /proc/<pid>/fd).
       if (cfg.sharedMinBytes > 0) {
         if (canMapPeerRegions(infos[p].pid))
-          out->endpoint_->channel(p)->sharedReadable.store(1, std::memory_order_release);
+          out->endpoint_->channel(layout.localRank(p))->sharedReadable.store(1, std::memory_order_release);
         else
           log::info("rank {}: cannot open /proc/{}/fd of rank {}: its strataMemAlloc buffers come through the "
                     "staging slots", me, infos[p].pid, p);
