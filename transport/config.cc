@@ -314,7 +314,7 @@ const std::vector<Entry>& entries() {
        "(both ranks must agree)",
        [](Config& c, const std::string& v) { return parseSize("STRATA_UCX_INLINE_BYTES", v, 0, &c.ucxInlineBytes); },
        [](const Config& c) { return fmt::format("{}", c.ucxInlineBytes); }},
-      {"STRATA_UCX_WINDOW", "count", "UCX messages (heads and chunks) in flight per direction and peer (1..1024)",
+      {"STRATA_UCX_WINDOW", "count", "UCX messages (heads and chunks) in flight per direction and peer, over all its rails (1..1024)",
        [](Config& c, const std::string& v) {
          size_t n = 0;
          STRATA_RETURN_IF_ERROR(parseSize("STRATA_UCX_WINDOW", v, 1, &n));

@@ -2,11 +2,14 @@
 // own transport (UCX context and worker), over UCX's tcp on loopback (STRATA_UCX_NET_DEVICES=lo,
 // set before the first transport; the transport list is strata's network-only default). The oob
 // sockets are socketpair()s. Checks exact bytes, FIFO order, reductions, size mismatches, dead
-// peers, failure notices, late handshakes and bounded teardown.
+// peers, failure notices, late handshakes and bounded teardown, each with one rail and with two
+// (two contexts and workers per rank, both on lo, through ucx::createTransportOnRails); and that
+// striping splits chunks over both rails, and how many rails a connection takes.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -15,7 +18,9 @@
 #include <vector>
 
 #include "transport/socket.h"
+#include "transport/ucx/ucx_connection.h"
 #include "transport/ucx/ucx_transport.h"
+#include "transport/ucx/ucx_wire.h"
 
 using namespace strata;
 
@@ -42,12 +47,18 @@ Status drive(Connection& c, const std::vector<Transfer*>& ts, double timeoutSec 
   }
 }
 
+/// `n` ranks; rank i has railsOf[i] rails (default `rails` each: 1 = the transport as the
+/// communicator makes it, more = that many contexts on lo) and connects with `rails` shared.
 struct Ranks {
   std::vector<std::unique_ptr<NetTransport>> tr;
   std::vector<std::vector<int>> oob;  // oob[i][j]: rank i's end towards j
-  explicit Ranks(int n) : tr(n), oob(n, std::vector<int>(n, -1)) {
+  int rails;
+  explicit Ranks(int n, int rails = 1, std::vector<int> railsOf = {})
+      : tr(n), oob(n, std::vector<int>(n, -1)), rails(rails) {
     for (int i = 0; i < n; ++i) {
-      Status st = createUcxTransport(i, &tr[i]);
+      const int mine = railsOf.empty() ? rails : railsOf[static_cast<size_t>(i)];
+      Status st = mine == 1 ? createUcxTransport(i, &tr[i])
+                            : ucx::createTransportOnRails(i, std::vector<std::string>(mine, "lo"), &tr[i]);
       EXPECT_TRUE(st.ok()) << st.message();
       for (int j = i + 1; j < n; ++j) {
         int sv[2];
@@ -61,7 +72,7 @@ struct Ranks {
   }
   std::unique_ptr<Connection> connect(int me, int peer) {
     std::unique_ptr<Connection> c;
-    Status st = tr[me]->connect(me, peer, oob[me][peer], 1, &c);
+    Status st = tr[me]->connect(me, peer, oob[me][peer], rails, &c);
     EXPECT_TRUE(st.ok()) << st.message();
     oob[me][peer] = -1;  // owned by the connection now
     return c;
@@ -97,15 +108,18 @@ Transfer recvOf(void* p, size_t n) {
   return t;
 }
 
-class UcxConnectionTest : public ::testing::Test {
+/// Parameter: rails per rank (1: one context, as a single-rail process has; 2: two on lo).
+class UcxConnectionTest : public ::testing::TestWithParam<int> {
  protected:
   static void SetUpTestSuite() { setenv("STRATA_UCX_NET_DEVICES", "lo", 0); }
 };
+INSTANTIATE_TEST_SUITE_P(Rails, UcxConnectionTest, ::testing::Values(1, 2),
+                         [](const ::testing::TestParamInfo<int>& i) { return fmt::format("rails{}", i.param); });
 
 // Both directions at once, exact bytes, for sizes across the inline limit, chunk boundaries and up
 // to 64 MiB. connection.h requires bytes > 0; 1 byte is the smallest.
-TEST_F(UcxConnectionTest, ExactBytesAcrossSizesBothDirections) {
-  Ranks r(2);
+TEST_P(UcxConnectionTest, ExactBytesAcrossSizesBothDirections) {
+  Ranks r(2, GetParam());
   const std::vector<size_t> sizes = {1, 7, 8192, 8193, 100000, 1 << 20, (1 << 20) + 3, 5u << 20, 64u << 20};
   std::vector<Status> result(2);
   std::vector<std::thread> th;
@@ -139,8 +153,8 @@ TEST_F(UcxConnectionTest, ExactBytesAcrossSizesBothDirections) {
 }
 
 // Many transfers of mixed sizes queued before any progress, both directions, complete in order.
-TEST_F(UcxConnectionTest, ManyQueuedTransfersStayInFifoOrder) {
-  Ranks r(2);
+TEST_P(UcxConnectionTest, ManyQueuedTransfersStayInFifoOrder) {
+  Ranks r(2, GetParam());
   constexpr int kCount = 300;
   auto sizeOf = [](int i) { return static_cast<size_t>(1 + (i * 7919) % (i % 10 == 0 ? 3000000 : 20000)); };
   std::vector<Status> result(2);
@@ -192,8 +206,8 @@ TEST_F(UcxConnectionTest, ManyQueuedTransfersStayInFifoOrder) {
 }
 
 // RecvReduce: dst = src (op) received, inline, single-chunk and multi-chunk sizes.
-TEST_F(UcxConnectionTest, RecvReduceFloatSumAndIntMax) {
-  Ranks r(2);
+TEST_P(UcxConnectionTest, RecvReduceFloatSumAndIntMax) {
+  Ranks r(2, GetParam());
   Status sender, receiver;
   const std::vector<size_t> counts = {3, 2048, 300001, 1000000};  // 12 B .. 4 MB
   std::thread a([&] {
@@ -257,9 +271,9 @@ TEST_F(UcxConnectionTest, RecvReduceFloatSumAndIntMax) {
 
 // A size mismatch fails the receiver with invalidUsage naming both ranks and both sizes, for
 // inline and chunked messages.
-TEST_F(UcxConnectionTest, SizeMismatchNamesBothSides) {
+TEST_P(UcxConnectionTest, SizeMismatchNamesBothSides) {
   for (auto [sent, expected] : {std::pair<size_t, size_t>{1000, 2000}, {3u << 20, 2u << 20}, {100, 5u << 20}}) {
-    Ranks r(2);
+    Ranks r(2, GetParam());
     Status st;
     std::atomic<bool> done{false};
     std::thread a([&] {
@@ -293,8 +307,8 @@ TEST_F(UcxConnectionTest, SizeMismatchNamesBothSides) {
 
 // The peer's connection and transport are destroyed (its oob socket closes) while a large transfer
 // is in flight and while another receive waits: the survivor fails naming the peer, quickly.
-TEST_F(UcxConnectionTest, PeerDestroyedMidTransferFailsNamingPeer) {
-  Ranks r(2);
+TEST_P(UcxConnectionTest, PeerDestroyedMidTransferFailsNamingPeer) {
+  Ranks r(2, GetParam());
   constexpr size_t kBytes = 32u << 20;
   Status st;
   double failedAfter = 0;
@@ -331,8 +345,8 @@ TEST_F(UcxConnectionTest, PeerDestroyedMidTransferFailsNamingPeer) {
 }
 
 // A peer whose oob socket closes (the process died) before the handshake: fails naming it.
-TEST_F(UcxConnectionTest, OobClosedBeforeHandshakeFailsNamingPeer) {
-  Ranks r(2);
+TEST_P(UcxConnectionTest, OobClosedBeforeHandshakeFailsNamingPeer) {
+  Ranks r(2, GetParam());
   net::closeFd(&r.oob[0][1]);
   auto c = r.connect(1, 0);
   uint8_t b[16];
@@ -344,8 +358,8 @@ TEST_F(UcxConnectionTest, OobClosedBeforeHandshakeFailsNamingPeer) {
 }
 
 // sendFailure's reason reaches the peer, which is waiting on a receive.
-TEST_F(UcxConnectionTest, SendFailureReasonReachesPeer) {
-  Ranks r(2);
+TEST_P(UcxConnectionTest, SendFailureReasonReachesPeer) {
+  Ranks r(2, GetParam());
   Status st;
   std::atomic<bool> ready{false};
   std::thread a([&] {
@@ -382,8 +396,8 @@ TEST_F(UcxConnectionTest, SendFailureReasonReachesPeer) {
 }
 
 // One side posts (and progresses) long before the other even creates its connection.
-TEST_F(UcxConnectionTest, HandshakeWhenOneSidePostsLongBeforeTheOther) {
-  Ranks r(2);
+TEST_P(UcxConnectionTest, HandshakeWhenOneSidePostsLongBeforeTheOther) {
+  Ranks r(2, GetParam());
   Status sa, sb;
   auto data = pattern(3u << 20, 9);
   std::vector<uint8_t> got(data.size());
@@ -409,9 +423,9 @@ TEST_F(UcxConnectionTest, HandshakeWhenOneSidePostsLongBeforeTheOther) {
 
 // Three ranks on one process, each with its own worker: a ring both ways, so every worker
 // receives from two peers at once and the tags keep them apart.
-TEST_F(UcxConnectionTest, ThreeRanksRingBothWays) {
+TEST_P(UcxConnectionTest, ThreeRanksRingBothWays) {
   constexpr int n = 3;
-  Ranks r(n);
+  Ranks r(n, GetParam());
   std::vector<Status> result(n);
   std::vector<std::thread> th;
   for (int me = 0; me < n; ++me) {
@@ -448,8 +462,8 @@ TEST_F(UcxConnectionTest, ThreeRanksRingBothWays) {
 
 // Destroying connections and transports with transfers pending (a large send the peer never
 // receives, a receive it never sends) returns within a bounded time.
-TEST_F(UcxConnectionTest, TeardownWithPendingTransfersDoesNotHang) {
-  Ranks r(2);
+TEST_P(UcxConnectionTest, TeardownWithPendingTransfersDoesNotHang) {
+  Ranks r(2, GetParam());
   std::vector<uint8_t> big(16u << 20, 5), small(64);
   auto c0 = r.connect(0, 1);
   auto c1 = r.connect(1, 0);
@@ -470,6 +484,119 @@ TEST_F(UcxConnectionTest, TeardownWithPendingTransfersDoesNotHang) {
   r.tr[0].reset();
   r.tr[1].reset();
   EXPECT_LT(net::nowSec() - t1, 4.0);
+}
+
+ucx::UcxConnection& ucxOf(Connection& c) { return dynamic_cast<ucx::UcxConnection&>(c); }
+
+// Two rails per rank (two contexts and workers, both on lo): a 64 MiB transfer each way, a stream
+// of single-chunk messages and a 3-chunk one arrive exact, and their chunks were split evenly over
+// both rails: sent on both rails' endpoints and received by both rails' workers (a receive posted
+// on rail 1's worker only matches what came through rail 1).
+TEST(UcxRails, LargeTransfersStripeOverBothRailsAndArriveExact) {
+  setenv("STRATA_UCX_NET_DEVICES", "lo", 0);
+  Ranks r(2, 2);
+  std::vector<size_t> sizes = {64u << 20, 3u << 20};
+  for (int i = 0; i < 9; ++i) sizes.push_back(1u << 20);  // one chunk each: they alternate rails too
+  sizes.push_back(100);                                     // inline: rail 0, no chunk
+  std::vector<Status> result(2);
+  std::vector<std::array<uint64_t, 2>> sent(2), received(2);
+  std::vector<int> railsUsed(2);
+  std::vector<std::thread> th;
+  for (int me = 0; me < 2; ++me) {
+    th.emplace_back([&, me] {
+      auto c = r.connect(me, 1 - me);
+      std::vector<std::vector<uint8_t>> out, in;
+      std::vector<Transfer> s(sizes.size()), v(sizes.size());
+      std::vector<Transfer*> all;
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        out.push_back(pattern(sizes[k], static_cast<uint32_t>(k * 2 + me)));
+        in.emplace_back(sizes[k], 0xEE);
+      }
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        s[k] = sendOf(out[k].data(), sizes[k]);
+        v[k] = recvOf(in[k].data(), sizes[k]);
+        c->postSend(&s[k]);
+        c->postRecv(&v[k]);
+        all.push_back(&s[k]);
+        all.push_back(&v[k]);
+      }
+      result[me] = drive(*c, all, 60);
+      if (!result[me].ok()) return;
+      for (size_t k = 0; k < sizes.size(); ++k)
+        if (in[k] != pattern(sizes[k], static_cast<uint32_t>(k * 2 + (1 - me)))) {
+          result[me] = internalError("rank {}: transfer {} ({} bytes) has wrong bytes", me, k, sizes[k]);
+          return;
+        }
+      auto& u = ucxOf(*c);
+      railsUsed[me] = u.rails();
+      for (int rail = 0; rail < 2; ++rail) {
+        sent[me][rail] = u.chunksSentOn(rail);
+        received[me][rail] = u.chunksReceivedOn(rail);
+      }
+    });
+  }
+  for (auto& t : th) t.join();
+  // 64 + 3 + 9 chunks per direction, alternating rails: 38 on each.
+  for (int me = 0; me < 2; ++me) {
+    ASSERT_TRUE(result[me].ok()) << result[me].message();
+    EXPECT_EQ(railsUsed[me], 2);
+    EXPECT_EQ(sent[me][0], 38u);
+    EXPECT_EQ(sent[me][1], 38u);
+    EXPECT_EQ(received[me][0], 38u);
+    EXPECT_EQ(received[me][1], 38u);
+  }
+}
+
+// A connection takes min(my rails, the peer's rails, either side's `rails` argument), and works
+// with fewer rails than a side has.
+TEST(UcxRails, RailCountIsTheMinimumOfBothSidesAndTheSharedRails) {
+  setenv("STRATA_UCX_NET_DEVICES", "lo", 0);
+  struct Case {
+    std::vector<int> railsOf;
+    int shared;
+    int want;
+  };
+  for (const Case& k : {Case{{2, 2}, 2, 2}, Case{{2, 2}, 1, 1}, Case{{2, 1}, 2, 1}, Case{{1, 2}, 2, 1},
+                        Case{{3, 2}, 3, 2}, Case{{3, 3}, 3, 3}}) {
+    Ranks r(2, k.shared, k.railsOf);
+    const size_t bytes = (4u << 20) + 5;
+    std::vector<Status> result(2);
+    std::vector<int> used(2);
+    std::vector<std::thread> th;
+    for (int me = 0; me < 2; ++me) {
+      th.emplace_back([&, me] {
+        auto c = r.connect(me, 1 - me);
+        auto out = pattern(bytes, static_cast<uint32_t>(me));
+        std::vector<uint8_t> in(bytes);
+        Transfer s = sendOf(out.data(), bytes), v = recvOf(in.data(), bytes);
+        c->postSend(&s);
+        c->postRecv(&v);
+        result[me] = drive(*c, {&s, &v});
+        if (result[me].ok() && in != pattern(bytes, static_cast<uint32_t>(1 - me)))
+          result[me] = internalError("rank {}: wrong bytes", me);
+        used[me] = ucxOf(*c).rails();
+      });
+    }
+    for (auto& t : th) t.join();
+    for (int me = 0; me < 2; ++me) {
+      EXPECT_TRUE(result[me].ok()) << result[me].message();
+      EXPECT_EQ(used[me], k.want) << "rails " << k.railsOf[0] << "/" << k.railsOf[1] << " shared " << k.shared;
+    }
+  }
+}
+
+// Rails pair by subnet, in the lower rank's order; unknown subnets pair with unknown ones by
+// order; with nothing in common, by index.
+TEST(UcxRails, PairRailsBySubnet) {
+  using ucx::RailSubnet;
+  const RailSubnet a{0x0112c6, 0xffffff}, b{0x0212c6, 0xffffff}, c{0x0312c6, 0xffffff}, none{};
+  using P = std::vector<std::pair<int, int>>;
+  EXPECT_EQ(ucx::pairRails({a, b}, {a, b}), (P{{0, 0}, {1, 1}}));
+  EXPECT_EQ(ucx::pairRails({a, b}, {b, a}), (P{{0, 1}, {1, 0}}));
+  EXPECT_EQ(ucx::pairRails({a, b, c}, {c, a}), (P{{0, 1}, {2, 0}}));
+  EXPECT_EQ(ucx::pairRails({a}, {c, b}), (P{{0, 0}}));  // routed: by index
+  EXPECT_EQ(ucx::pairRails({none, none}, {none, none, none}), (P{{0, 0}, {1, 1}}));
+  EXPECT_EQ(ucx::pairRails({a, none}, {none, a}), (P{{0, 1}, {1, 0}}));
 }
 
 }  // namespace

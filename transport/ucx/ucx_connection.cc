@@ -23,59 +23,86 @@ constexpr size_t kMaxReasonBytes = 4096;
 
 }  // namespace
 
-UcxConnection::UcxConnection(std::shared_ptr<UcxContext> ctx, int me, int peer, int oobFd, UcxTuning tuning)
-    : ctx_(std::move(ctx)), me_(me), peer_(peer), oob_(oobFd), tune_(tuning) {
+UcxConnection::UcxConnection(std::vector<std::shared_ptr<UcxContext>> ctxs, int me, int peer, int oobFd, int rails,
+                             UcxTuning tuning)
+    : ctxs_(std::move(ctxs)), me_(me), peer_(peer), oob_(oobFd), railsWanted_(std::max(1, rails)), tune_(tuning) {
   net::setNonBlocking(oob_);
-  const auto& addr = ctx_->address();
-  Hello h{kHelloMagic, kWireVersion, static_cast<uint32_t>(me), static_cast<uint32_t>(addr.size()),
-          tune_.chunkBytes, tune_.inlineBytes};
-  helloOut_.resize(sizeof(h) + addr.size());
-  std::memcpy(helloOut_.data(), &h, sizeof(h));
-  std::memcpy(helloOut_.data() + sizeof(h), addr.data(), addr.size());
+  if (ctxs_.size() > static_cast<size_t>(kMaxRails)) ctxs_.resize(kMaxRails);
+  Hello h{kHelloMagic, kWireVersion, static_cast<uint32_t>(me), static_cast<uint32_t>(ctxs_.size()),
+          static_cast<uint32_t>(railsWanted_), 0, tune_.chunkBytes, tune_.inlineBytes};
+  helloOut_.assign(reinterpret_cast<const char*>(&h), reinterpret_cast<const char*>(&h) + sizeof(h));
+  for (const auto& c : ctxs_) {
+    HelloRail r{static_cast<uint32_t>(c->address().size()), c->rail().net, c->rail().mask, 0};
+    helloOut_.insert(helloOut_.end(), reinterpret_cast<const char*>(&r), reinterpret_cast<const char*>(&r) + sizeof(r));
+  }
+  for (const auto& c : ctxs_) helloOut_.insert(helloOut_.end(), c->address().begin(), c->address().end());
 }
 
 UcxConnection::~UcxConnection() {
   teardownEndpoint();
-  for (Msg& m : sends_)
-    if (m.reg && ctx_->regCache()) ctx_->regCache()->release(m.reg);
-  for (Msg& m : recvs_)
-    if (m.reg && ctx_->regCache()) ctx_->regCache()->release(m.reg);
+  for (Msg& m : sends_) releaseRegs(m);
+  for (Msg& m : recvs_) releaseRegs(m);
   net::closeFd(&oob_);
 }
 
+void UcxConnection::releaseRegs(Msg& m) {
+  for (size_t r = 0; r < rails_.size(); ++r)
+    if (m.reg[r]) {
+      rails_[r].ctx->regCache()->release(m.reg[r]);
+      m.reg[r] = nullptr;
+    }
+}
+
+bool UcxConnection::progressWorkers() {
+  bool any = false;
+  for (Rail& r : rails_)
+    if (r.ctx->progress()) any = true;
+  return any;
+}
+
 void UcxConnection::teardownEndpoint() {
-  auto wait = [&](void* req, double sec) {
+  // Waits for `reqs` (all rails at once, one deadline), then hands them back to UCX.
+  auto waitAll = [&](std::vector<void*>& reqs, double sec) {
     const double deadline = net::nowSec() + sec;
-    while (ucp_request_check_status(req) == UCS_INPROGRESS && net::nowSec() < deadline) ctx_->progress();
-    return ucp_request_check_status(req) != UCS_INPROGRESS;
+    auto pending = [&] {
+      for (void* r : reqs)
+        if (ucp_request_check_status(r) == UCS_INPROGRESS) return true;
+      return false;
+    };
+    while (pending() && net::nowSec() < deadline) progressWorkers();
+    for (void* r : reqs) ucp_request_free(r);  // released by UCX once it completes, if it has not
+    reqs.clear();
   };
   // Receives: ours to cancel (UCX does not complete them when the endpoint fails).
-  for (Op& op : recvOps_) ucp_request_cancel(ctx_->worker(), op.req);
-  if (ep_ != nullptr) {
+  for (Op& op : recvOps_) ucp_request_cancel(rails_[op.rail].ctx->worker(), op.req);
+  if (!rails_.empty()) {
+    std::vector<void*> reqs;
     if (broken_.ok() && epStatus_ == UCS_OK && !sendOps_.empty()) {
-      ucp_request_param_t fp{};
-      void* req = ucp_ep_flush_nbx(ep_, &fp);
-      if (UCS_PTR_IS_PTR(req)) {
-        wait(req, kFlushSec);
-        ucp_request_free(req);  // released by UCX once it completes, if it has not
+      for (Rail& r : rails_) {
+        if (r.ep == nullptr) continue;
+        ucp_request_param_t fp{};
+        void* req = ucp_ep_flush_nbx(r.ep, &fp);
+        if (UCS_PTR_IS_PTR(req)) reqs.push_back(req);
       }
+      waitAll(reqs, kFlushSec);
     }
     // Forced close: no confirmation from the peer (a failed endpoint allows nothing else), and
     // every request still on the endpoint completes with UCS_ERR_CANCELED.
-    ucp_request_param_t cp{};
-    cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    cp.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    void* req = ucp_ep_close_nbx(ep_, &cp);
-    if (UCS_PTR_IS_PTR(req)) {
-      wait(req, kCloseSec);
-      ucp_request_free(req);
+    for (Rail& r : rails_) {
+      if (r.ep == nullptr) continue;
+      ucp_request_param_t cp{};
+      cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      cp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      void* req = ucp_ep_close_nbx(r.ep, &cp);
+      if (UCS_PTR_IS_PTR(req)) reqs.push_back(req);
+      r.ep = nullptr;
     }
-    ep_ = nullptr;
+    waitAll(reqs, kCloseSec);
   }
   const double deadline = net::nowSec() + kCloseSec;
   for (auto* ops : {&sendOps_, &recvOps_}) {
     for (Op& op : *ops) {
-      while (ucp_request_check_status(op.req) == UCS_INPROGRESS && net::nowSec() < deadline) ctx_->progress();
+      while (ucp_request_check_status(op.req) == UCS_INPROGRESS && net::nowSec() < deadline) progressWorkers();
       if (ucp_request_check_status(op.req) == UCS_INPROGRESS)
         log::warn("ucx: rank {}: a request to rank {} did not finish at teardown; UCX releases it later", me_,
                   peer_);
@@ -86,13 +113,14 @@ void UcxConnection::teardownEndpoint() {
 }
 
 void UcxConnection::onEndpointError(void* arg, ucp_ep_h, ucs_status_t status) {
-  static_cast<UcxConnection*>(arg)->epStatus_ = status;
+  auto* c = static_cast<UcxConnection*>(arg);
+  if (c->epStatus_ == UCS_OK) c->epStatus_ = status;  // any rail's error fails the connection
 }
 
 Status UcxConnection::fail(Status st) {
   if (broken_.ok()) {
     broken_ = st;
-    for (Op& op : recvOps_) ucp_request_cancel(ctx_->worker(), op.req);
+    for (Op& op : recvOps_) ucp_request_cancel(rails_[op.rail].ctx->worker(), op.req);
   }
   return broken_;
 }
@@ -102,7 +130,9 @@ void UcxConnection::postSend(Transfer* t) {
   m.t = t;
   m.headSeq = sendSeq_;
   m.nchunks = chunksAfterHead(t->bytes, tune_.inlineBytes, tune_.chunkBytes);
+  m.firstChunk = sendChunks_;
   sendSeq_ += 1 + m.nchunks;
+  sendChunks_ += m.nchunks;
   sends_.push_back(m);
 }
 
@@ -111,7 +141,9 @@ void UcxConnection::postRecv(Transfer* t) {
   m.t = t;
   m.headSeq = recvSeq_;
   m.nchunks = chunksAfterHead(t->bytes, tune_.inlineBytes, tune_.chunkBytes);
+  m.firstChunk = recvChunks_;
   recvSeq_ += 1 + m.nchunks;
+  recvChunks_ += m.nchunks;
   recvs_.push_back(m);
 }
 
@@ -131,8 +163,8 @@ char* UcxConnection::takeBuffer(Buffers& pool, size_t bytes) {
 
 void UcxConnection::giveBuffer(Buffers& pool, char* b) { pool.push_back(b); }
 
-RegCache::Entry* UcxConnection::registration(const void* p, size_t bytes) {
-  RegCache* rc = ctx_->regCache();
+RegCache::Entry* UcxConnection::registration(int rail, const void* p, size_t bytes) {
+  RegCache* rc = rails_[rail].ctx->regCache();
   if (rc == nullptr) return nullptr;
   RegCache::Entry* e = nullptr;
   Status st = rc->acquire(p, bytes, &e);
@@ -185,31 +217,34 @@ Status UcxConnection::readOob(bool* progressed) {
     uint32_t magic;
     std::memcpy(&magic, oobIn_.data() + at, sizeof(magic));
     if (magic == kHelloMagic && !gotHello_) {
+      // The version (second word) is checked first: another version's hello has another layout.
+      if (oobIn_.size() - at < 3 * sizeof(uint32_t)) break;
+      uint32_t word[3];
+      std::memcpy(word, oobIn_.data() + at, sizeof(word));
+      if (word[1] != kWireVersion || static_cast<int>(word[2]) != peer_)
+        return fail(remoteError("UCX handshake with rank {} failed: it sent version {} rank {} (this is version {})",
+                                peer_, word[1], word[2], kWireVersion));
       if (oobIn_.size() - at < sizeof(Hello)) break;
       Hello h;
       std::memcpy(&h, oobIn_.data() + at, sizeof(h));
-      if (oobIn_.size() - at < sizeof(Hello) + h.addrBytes) break;
-      if (h.version != kWireVersion || static_cast<int>(h.rank) != peer_)
-        return fail(remoteError("UCX handshake with rank {} failed: it sent version {} rank {}", peer_, h.version,
-                                h.rank));
+      if (h.rails < 1 || h.rails > static_cast<uint32_t>(kMaxRails))
+        return fail(remoteError("UCX handshake with rank {} failed: it offers {} rails", peer_, h.rails));
+      const size_t recordsAt = at + sizeof(Hello), addrsAt = recordsAt + h.rails * sizeof(HelloRail);
+      if (oobIn_.size() < addrsAt) break;
+      size_t addrBytes = 0;
+      for (uint32_t r = 0; r < h.rails; ++r) {
+        HelloRail hr;
+        std::memcpy(&hr, oobIn_.data() + recordsAt + r * sizeof(HelloRail), sizeof(hr));
+        addrBytes += hr.addrBytes;
+      }
+      if (oobIn_.size() < addrsAt + addrBytes) break;
       if (h.chunkBytes != tune_.chunkBytes || h.inlineBytes != tune_.inlineBytes)
         return fail(invalidUsage("UCX settings differ: rank {} uses STRATA_UCX_CHUNK_BYTES={} "
                                  "STRATA_UCX_INLINE_BYTES={}, rank {} uses {} and {}",
                                  peer_, h.chunkBytes, h.inlineBytes, me_, tune_.chunkBytes, tune_.inlineBytes));
-      std::vector<char> addr(oobIn_.begin() + at + sizeof(Hello), oobIn_.begin() + at + sizeof(Hello) + h.addrBytes);
-      at += sizeof(Hello) + h.addrBytes;
       gotHello_ = true;
-      ucp_ep_params_t ep{};
-      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
-      ep.address = reinterpret_cast<const ucp_address_t*>(addr.data());
-      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-      ep.err_handler.cb = &UcxConnection::onEndpointError;
-      ep.err_handler.arg = this;
-      ucs_status_t st = ucp_ep_create(ctx_->worker(), &ep, &ep_);
-      if (st != UCS_OK)
-        return fail(remoteError("UCX endpoint to rank {} failed: {} (no common network transport? check "
-                                "STRATA_UCX_TLS / UCX_NET_DEVICES)", peer_, ucs_status_string(st)));
+      STRATA_RETURN_IF_ERROR(startEndpoints(h, oobIn_.data() + recordsAt));
+      at = addrsAt + addrBytes;
       *progressed = true;
     } else if (magic == kFailMagic) {
       if (oobIn_.size() - at < sizeof(FailFrame)) break;
@@ -232,6 +267,48 @@ Status UcxConnection::readOob(bool* progressed) {
   return OkStatus();
 }
 
+Status UcxConnection::startEndpoints(const Hello& h, const char* records) {
+  std::vector<RailSubnet> mine, theirs;
+  std::vector<const char*> addr;
+  const char* a = records + h.rails * sizeof(HelloRail);
+  for (uint32_t r = 0; r < h.rails; ++r) {
+    HelloRail hr;
+    std::memcpy(&hr, records + r * sizeof(HelloRail), sizeof(hr));
+    theirs.push_back(RailSubnet{hr.net, hr.mask});
+    addr.push_back(a);
+    a += hr.addrBytes;
+  }
+  for (const auto& c : ctxs_) mine.push_back(RailSubnet{c->rail().net, c->rail().mask});
+  const bool low = me_ < peer_;
+  const std::vector<std::pair<int, int>> pairs = low ? pairRails(mine, theirs) : pairRails(theirs, mine);
+  const size_t n = std::min({pairs.size(), static_cast<size_t>(railsWanted_), static_cast<size_t>(h.railsWanted),
+                             static_cast<size_t>(kMaxRails)});
+  std::string names;
+  for (size_t k = 0; k < n; ++k) {
+    const int myRail = low ? pairs[k].first : pairs[k].second;
+    const int peerRail = low ? pairs[k].second : pairs[k].first;
+    Rail rail;
+    rail.ctx = ctxs_[static_cast<size_t>(myRail)].get();
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(addr[static_cast<size_t>(peerRail)]);
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = &UcxConnection::onEndpointError;
+    ep.err_handler.arg = this;
+    ucs_status_t st = ucp_ep_create(rail.ctx->worker(), &ep, &rail.ep);
+    if (st != UCS_OK)
+      return fail(remoteError("UCX endpoint to rank {} failed: {} (no common network transport{}? check "
+                              "STRATA_UCX_TLS / UCX_NET_DEVICES)", peer_, ucs_status_string(st),
+                              rail.ctx->rail().devices.empty() ? "" : " on " + rail.ctx->rail().devices));
+    rails_.push_back(rail);
+    names += fmt::format("{}{}", names.empty() ? "" : ", ",
+                         rail.ctx->rail().devices.empty() ? "UCX's devices" : rail.ctx->rail().devices);
+  }
+  log::debug("ucx: rank {} to rank {}: {} rail(s): {}", me_, peer_, rails_.size(), names);
+  return OkStatus();
+}
+
 // ---- sends ----
 
 Status UcxConnection::postSends(bool* progressed) {
@@ -245,7 +322,8 @@ Status UcxConnection::postSends(bool* progressed) {
       std::memcpy(b, &h, sizeof(h));
       if (inlined && m.t->bytes) std::memcpy(b + sizeof(h), m.t->src, m.t->bytes);
       ucp_request_param_t p{};
-      void* req = ucp_tag_send_nbx(ep_, b, sizeof(h) + (inlined ? m.t->bytes : 0), makeTag(me_, m.headSeq), &p);
+      void* req =
+          ucp_tag_send_nbx(rails_[0].ep, b, sizeof(h) + (inlined ? m.t->bytes : 0), makeTag(me_, m.headSeq), &p);
       if (UCS_PTR_IS_ERR(req))
         return fail(remoteError("UCX send to rank {} failed: {}", peer_, ucs_status_string(UCS_PTR_STATUS(req))));
       m.headPosted = true;
@@ -258,26 +336,31 @@ Status UcxConnection::postSends(bool* progressed) {
         sendOps_.push_back(Op{req, &m, -1, b});
       }
     }
-    if (m.nchunks > 0 && m.reg == nullptr && m.chunksPosted == 0) m.reg = registration(m.t->src, m.t->bytes);
     while (m.chunksPosted < m.nchunks) {
       if (sendOps_.size() >= static_cast<size_t>(tune_.window)) return OkStatus();
       const uint64_t i = m.chunksPosted;
+      const int r = railOfChunk(m.firstChunk + i, rails());
+      if (!(m.regTried & (1u << r))) {  // memory handles are per context: one registration per rail
+        m.regTried |= 1u << r;
+        m.reg[r] = registration(r, m.t->src, m.t->bytes);
+      }
       ucp_request_param_t p{};
-      if (m.reg) {
+      if (m.reg[r]) {
         p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
-        p.memh = static_cast<ucp_mem_h>(m.reg->handle);
+        p.memh = static_cast<ucp_mem_h>(m.reg[r]->handle);
       }
       const char* src = static_cast<const char*>(m.t->src) + i * tune_.chunkBytes;
-      void* req = ucp_tag_send_nbx(ep_, src, chunkLen(m, i), makeTag(me_, m.headSeq + 1 + i), &p);
+      void* req = ucp_tag_send_nbx(rails_[r].ep, src, chunkLen(m, i), makeTag(me_, m.headSeq + 1 + i), &p);
       if (UCS_PTR_IS_ERR(req))
         return fail(remoteError("UCX send to rank {} failed: {}", peer_, ucs_status_string(UCS_PTR_STATUS(req))));
       ++m.chunksPosted;
       *progressed = true;
       if (req == nullptr) {
         ++m.chunksDone;
+        ++chunksSent_[r];
         m.t->posted += chunkLen(m, i);
       } else {
-        sendOps_.push_back(Op{req, &m, static_cast<int64_t>(i), nullptr});
+        sendOps_.push_back(Op{req, &m, static_cast<int64_t>(i), nullptr, r});
       }
     }
   }
@@ -300,6 +383,7 @@ Status UcxConnection::reapSends(bool* progressed) {
       if (m.nchunks == 0) m.t->posted = m.t->bytes;
     } else {
       ++m.chunksDone;
+      if (st == UCS_OK) ++chunksSent_[op.rail];
       m.t->posted += chunkLen(m, static_cast<uint64_t>(op.chunk));
     }
     op = sendOps_.back();
@@ -322,7 +406,7 @@ Status UcxConnection::postRecvs(bool* progressed) {
       ucp_request_param_t p{};
       // Always a request: an immediate completion in 1.13 leaves recv_info.tag_info unfilled (measured).
       p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-      void* req = ucp_tag_recv_nbx(ctx_->worker(), b, sizeof(Head) + tune_.inlineBytes,
+      void* req = ucp_tag_recv_nbx(rails_[0].ctx->worker(), b, sizeof(Head) + tune_.inlineBytes,
                                    makeTag(peer_, m.headSeq), kTagFullMask, &p);
       if (UCS_PTR_IS_ERR(req))
         return fail(remoteError("UCX receive from rank {} failed: {}", peer_, ucs_status_string(UCS_PTR_STATUS(req))));
@@ -331,11 +415,10 @@ Status UcxConnection::postRecvs(bool* progressed) {
       recvOps_.push_back(Op{req, &m, -1, b});
     }
     if (!m.headDone) return OkStatus();  // chunks wait until the head confirmed the size
-    if (m.nchunks > 0 && m.reg == nullptr && m.chunksPosted == 0 && m.t->kind == Transfer::Recv)
-      m.reg = registration(m.t->dst, m.t->bytes);
     while (m.chunksPosted < m.nchunks) {
       if (recvOps_.size() >= static_cast<size_t>(tune_.window)) return OkStatus();
       const uint64_t i = m.chunksPosted;
+      const int r = railOfChunk(m.firstChunk + i, rails());
       ucp_request_param_t p{};
       // Always a request: an immediate completion in 1.13 leaves recv_info.tag_info unfilled (measured).
       p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
@@ -343,14 +426,18 @@ Status UcxConnection::postRecvs(bool* progressed) {
       char* bounce = nullptr;
       if (m.t->kind == Transfer::Recv) {
         dst = static_cast<char*>(m.t->dst) + i * tune_.chunkBytes;
-        if (m.reg) {
+        if (!(m.regTried & (1u << r))) {
+          m.regTried |= 1u << r;
+          m.reg[r] = registration(r, m.t->dst, m.t->bytes);
+        }
+        if (m.reg[r]) {
           p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
-          p.memh = static_cast<ucp_mem_h>(m.reg->handle);
+          p.memh = static_cast<ucp_mem_h>(m.reg[r]->handle);
         }
       } else {
         dst = bounce = takeBuffer(chunkPool_, tune_.chunkBytes);
       }
-      void* req = ucp_tag_recv_nbx(ctx_->worker(), dst, chunkLen(m, i), makeTag(peer_, m.headSeq + 1 + i),
+      void* req = ucp_tag_recv_nbx(rails_[r].ctx->worker(), dst, chunkLen(m, i), makeTag(peer_, m.headSeq + 1 + i),
                                    kTagFullMask, &p);
       if (UCS_PTR_IS_ERR(req)) {
         if (bounce) giveBuffer(chunkPool_, bounce);
@@ -358,7 +445,7 @@ Status UcxConnection::postRecvs(bool* progressed) {
       }
       ++m.chunksPosted;
       *progressed = true;
-      recvOps_.push_back(Op{req, &m, static_cast<int64_t>(i), bounce});
+      recvOps_.push_back(Op{req, &m, static_cast<int64_t>(i), bounce, r});
     }
   }
   return OkStatus();
@@ -409,6 +496,7 @@ Status UcxConnection::finishRecv(Op& op, ucs_status_t st, size_t length) {
     giveBuffer(chunkPool_, op.bounce);
   }
   ++m.chunksDone;
+  ++chunksReceived_[op.rail];
   t->posted += expect;
   return OkStatus();
 }
@@ -436,7 +524,7 @@ void UcxConnection::retire(bool* progressed) {
   for (auto* q : {&sends_, &recvs_}) {
     while (!q->empty() && done(q->front())) {
       Msg& m = q->front();
-      if (m.reg) ctx_->regCache()->release(m.reg);
+      releaseRegs(m);
       m.t->posted = m.t->bytes;
       m.t->complete = true;
       q->pop_front();
@@ -473,8 +561,8 @@ Status UcxConnection::progressTransfers(bool* progressed) {
   STRATA_RETURN_IF_ERROR(readOob(progressed));
   const bool epDown = epStatus_ != UCS_OK;
   if (epDown && epDownAt_ == 0) epDownAt_ = net::nowSec();
-  if (ep_ != nullptr) {
-    if (ctx_->progress()) *progressed = true;
+  if (!rails_.empty()) {
+    if (progressWorkers()) *progressed = true;
     STRATA_RETURN_IF_ERROR(reapSends(progressed));
     STRATA_RETURN_IF_ERROR(reapRecvs(progressed));
     retire(progressed);
@@ -514,7 +602,7 @@ void UcxConnection::addWaitSources(WaitSet* ws) {
     if (helloSent_ < helloOut_.size()) ev |= POLLOUT;
     ws->fds.push_back(pollfd{oob_, ev, 0});
   }
-  if (ep_ != nullptr) ctx_->addWaitSources(ws);
+  for (Rail& r : rails_) r.ctx->addWaitSources(ws);
 }
 
 void UcxConnection::sendFailure(const std::string& reason) {

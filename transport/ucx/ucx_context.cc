@@ -1,6 +1,7 @@
 // ucx_context.cc: UCX start-up (configuration, host protection), worker creation and waiting.
 #include "transport/ucx/ucx_context.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/eventfd.h>
@@ -9,13 +10,17 @@
 #include <ucs/debug/debug.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <string>
 
 #include "transport/config.h"
 #include "transport/log.h"
+#include "transport/socket.h"
+#include "transport/ucx/ucx_wire.h"
 
 namespace strata::ucx {
 namespace {
@@ -61,6 +66,36 @@ std::string parsedValue(const ucp_config_t* cfg, const char* name) {
   return out;
 }
 
+std::vector<std::string> dirEntries(const std::string& path) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(path.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// The RDMA ports bound to network interface `ifname`, as UCX names them ("mlx5_0:1"): the IB
+/// devices under the interface's PCI device; of a multi-port device, the port of the interface
+/// (dev_port + 1).
+std::vector<std::string> rdmaPortsOf(const std::string& ifname) {
+  std::vector<std::string> out;
+  for (const std::string& dev : dirEntries("/sys/class/net/" + ifname + "/device/infiniband")) {
+    const std::vector<std::string> ports = dirEntries("/sys/class/infiniband/" + dev + "/ports");
+    if (ports.empty()) continue;
+    std::string port = ports.front();
+    if (ports.size() > 1) {
+      int devPort = 0;
+      std::ifstream f("/sys/class/net/" + ifname + "/dev_port");
+      if (f >> devPort) port = std::to_string(devPort + 1);
+    }
+    out.push_back(dev + ":" + port);
+  }
+  return out;
+}
+
 Status ucxError(int rank, const char* what, ucs_status_t st) {
   return systemError("rank {}: UCX {} failed: {} (check STRATA_UCX_TLS / UCX_TLS and UCX_NET_DEVICES)", rank,
                      what, ucs_status_string(st));
@@ -68,13 +103,60 @@ Status ucxError(int rank, const char* what, ucs_status_t st) {
 
 }  // namespace
 
-Status UcxContext::create(int rank, std::shared_ptr<UcxContext>* out) {
+std::vector<RailSpec> planRails(int rank) {
+  std::vector<RailSpec> rails;
+  ucp_config_t* cfg = nullptr;
+  if (ucp_config_read("STRATA", nullptr, &cfg) != UCS_OK) return rails;  // create() reports it
+  const std::string userDevices = parsedValue(cfg, "UCX_NET_DEVICES");
+  ucp_config_release(cfg);
+  if (!userDevices.empty() && userDevices != "all") {
+    // The user's list: one rail per device named, in the order given.
+    size_t pos = 0;
+    while (pos <= userDevices.size()) {
+      size_t comma = userDevices.find(',', pos);
+      if (comma == std::string::npos) comma = userDevices.size();
+      std::string item = userDevices.substr(pos, comma - pos);
+      if (item == "all" || item.find('^') != std::string::npos) return {};  // not a plain list
+      if (!item.empty()) rails.push_back(RailSpec{item, 0, 0});
+      pos = comma + 1;
+    }
+    // A device that is a rail interface brings its subnet, for pairing with the peer's rails.
+    for (const net::Interface& f : net::usableInterfaces())
+      for (RailSpec& r : rails)
+        if (r.devices == f.name) r.net = f.addr & f.mask, r.mask = f.mask;
+  } else {
+    std::vector<RailSpec> eth, rdma;
+    for (const net::Interface& f : net::usableInterfaces()) {
+      RailSpec r{f.name, f.addr & f.mask, f.mask};
+      const std::vector<std::string> ports = rdmaPortsOf(f.name);
+      for (const std::string& p : ports) r.devices += "," + p;
+      (ports.empty() ? eth : rdma).push_back(r);
+    }
+    rails = rdma.empty() ? eth : rdma;
+  }
+  if (rails.size() > static_cast<size_t>(kMaxRails)) {
+    log::debug("ucx: rank {}: {} rails, striping over the first {}", rank, rails.size(), kMaxRails);
+    rails.resize(kMaxRails);
+  }
+  if (rails.size() < 2) rails.clear();
+  return rails;
+}
+
+Status UcxContext::create(int rank, const RailSpec& rail, std::shared_ptr<UcxContext>* out) {
   protectHostProgram();
   std::shared_ptr<UcxContext> c(new UcxContext());
   c->rank_ = rank;
+  c->rail_ = rail;
   ucp_config_t* cfg = nullptr;
   ucs_status_t st = ucp_config_read("STRATA", nullptr, &cfg);
   if (st != UCS_OK) return ucxError(rank, "ucp_config_read", st);
+  if (!rail.devices.empty()) {
+    st = ucp_config_modify(cfg, "NET_DEVICES", rail.devices.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(cfg);
+      return ucxError(rank, "ucp_config_modify(NET_DEVICES)", st);
+    }
+  }
   const std::string tls = parsedValue(cfg, "UCX_TLS");
   if (config().ucxTls.empty() && (tls.empty() || tls == "all")) {
     st = ucp_config_modify(cfg, "TLS", kNetworkTls);
@@ -116,7 +198,8 @@ Status UcxContext::create(int rank, std::shared_ptr<UcxContext>* out) {
   if (c->readyFd_ < 0) return systemError("rank {}: eventfd failed: {}", rank, strerror(errno));
   if (config().ucxRegCacheBytes > 0)
     c->regCache_ = std::make_unique<RegCache>(c.get(), config().ucxRegCacheBytes, 1024);
-  log::debug("ucx: rank {} worker up, address {} bytes", rank, c->address_.size());
+  log::debug("ucx: rank {} worker up on {}, address {} bytes", rank,
+             rail.devices.empty() ? "UCX's devices" : rail.devices, c->address_.size());
   *out = std::move(c);
   return OkStatus();
 }

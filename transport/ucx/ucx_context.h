@@ -6,6 +6,16 @@
 // process never share a worker. The worker is UCS_THREAD_MODE_SERIALIZED (a communicator may be
 // driven from different threads, one at a time); the context needs no lock between workers.
 //
+// Rails: when the process has several usable interfaces (net::usableInterfaces, the rails in rail
+// order) and the user did not choose UCX_NET_DEVICES / STRATA_UCX_NET_DEVICES, the transport makes
+// one context and worker per rail (at most kMaxRails), each restricted through ucp_config_modify to
+// its rail's interface plus the RDMA ports bound to it (sysfs), and stripes large transfers over
+// them itself (ucx_connection.h): UCX's own multi-rail lanes (UCX_MAX_RNDV_RAILS) did not stripe
+// over tcp here. Where some interfaces have RDMA ports, only those are rails (a slow management
+// Ethernet would hold every stripe back). A user list of several devices ("mlx5_0:1,mlx5_1:1",
+// "rail0,rail1") makes one rail per listed device; one device, "all", or a single usable
+// interface keep one context with UCX's own setting, as before. See planRails.
+//
 // UCX settings are read with the env prefix "STRATA" (STRATA_UCX_<NAME>, else UCX_<NAME>). Unless
 // UCX_TLS or STRATA_UCX_TLS is set, shared-memory transports are excluded (kNetworkTls) and the
 // worker address is packed network-only either way: UCX's shared-memory transports cannot report a
@@ -20,6 +30,7 @@
 #include <ucp/api/ucp.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "transport/status.h"
@@ -28,12 +39,23 @@
 
 namespace strata::ucx {
 
+/// One rail's devices: the UCX_NET_DEVICES value of its context and its interface's subnet.
+struct RailSpec {
+  std::string devices;          ///< empty: UCX's own setting (the single-context case)
+  uint32_t net = 0, mask = 0;   ///< IPv4 subnet, network order (0/0: unknown)
+};
+
+/// The rails of this process (see the file comment); empty: one context with UCX's own settings.
+std::vector<RailSpec> planRails(int rank);
+
 class UcxContext final : public Registrar {
  public:
-  static Status create(int rank, std::shared_ptr<UcxContext>* out);
+  /// A context and worker restricted to `rail.devices` (unless empty).
+  static Status create(int rank, const RailSpec& rail, std::shared_ptr<UcxContext>* out);
   ~UcxContext() override;
 
   int rank() const { return rank_; }
+  const RailSpec& rail() const { return rail_; }
   ucp_context_h context() const { return context_; }
   ucp_worker_h worker() const { return worker_; }
   /// This worker's network-only address, for the peer's endpoint.
@@ -52,6 +74,7 @@ class UcxContext final : public Registrar {
  private:
   UcxContext() = default;
   int rank_ = -1;
+  RailSpec rail_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int eventFd_ = -1;   ///< the worker's (owned by UCX)
