@@ -159,28 +159,36 @@ std::string addrToString(uint32_t addr, uint16_t port) {
   return fmt::format("{}:{}", buf, ntohs(port));
 }
 
+// A TCP socket (with `flags`, e.g. SOCK_NONBLOCK) bound to `fromAddr` when not 0 (to leave
+// through that interface, a rail; routing by destination still applies), connect() called on it.
+// Returns connect's errno (0: connected), or socket()'s with *fd = -1 when there is no socket.
+static int socketTo(uint32_t addr, uint16_t port, uint32_t fromAddr, int flags, int* fd) {
+  *fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+  if (*fd < 0) return errno;
+  if (fromAddr != 0) {
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = fromAddr;
+    (void)::bind(*fd, reinterpret_cast<sockaddr*>(&src), sizeof(src));
+  }
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = addr;
+  a.sin_port = port;
+  return ::connect(*fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 ? 0 : errno;
+}
+
 Status connectTo(uint32_t addr, uint16_t port, double deadline, int* fd, uint32_t fromAddr) {
   double backoff = 0.01;
   while (true) {
-    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return systemError("socket(): {}", strerror(errno));
-    if (fromAddr != 0) {
-      // Leave through the interface of `fromAddr` (a rail); routing by destination still applies.
-      sockaddr_in src{};
-      src.sin_family = AF_INET;
-      src.sin_addr.s_addr = fromAddr;
-      (void)::bind(s, reinterpret_cast<sockaddr*>(&src), sizeof(src));
-    }
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = addr;
-    a.sin_port = port;
-    if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+    int s = -1;
+    const int e = socketTo(addr, port, fromAddr, 0, &s);
+    if (s < 0) return systemError("socket(): {}", strerror(e));
+    if (e == 0) {
       setNoDelay(s);
       *fd = s;
       return OkStatus();
     }
-    int e = errno;
     ::close(s);
     if ((e != ECONNREFUSED && e != ETIMEDOUT && e != ECONNRESET && e != EAGAIN && e != ENETUNREACH) ||
         nowSec() + backoff > deadline)
@@ -191,20 +199,10 @@ Status connectTo(uint32_t addr, uint16_t port, double deadline, int* fd, uint32_
 }
 
 Status startConnect(uint32_t addr, uint16_t port, uint32_t fromAddr, int* fd) {
-  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (s < 0) return systemError("socket(): {}", strerror(errno));
-  if (fromAddr != 0) {
-    sockaddr_in src{};
-    src.sin_family = AF_INET;
-    src.sin_addr.s_addr = fromAddr;
-    (void)::bind(s, reinterpret_cast<sockaddr*>(&src), sizeof(src));
-  }
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = addr;
-  a.sin_port = port;
-  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
-    int e = errno;
+  int s = -1;
+  const int e = socketTo(addr, port, fromAddr, SOCK_NONBLOCK, &s);
+  if (s < 0) return systemError("socket(): {}", strerror(e));
+  if (e != 0 && e != EINPROGRESS) {
     ::close(s);
     return systemError("connect to {}: {}", addrToString(addr, port), strerror(e));
   }

@@ -62,6 +62,22 @@ struct Pair {
 
 std::vector<fake::DeviceSpec> oneIb() { return {fake::ibDevice("fake_ib0", 1)}; }
 
+Transfer sendOf(const std::vector<uint8_t>& b) {
+  Transfer t;
+  t.kind = Transfer::Send;
+  t.src = b.data();
+  t.bytes = b.size();
+  return t;
+}
+
+Transfer recvInto(std::vector<uint8_t>& b) {
+  Transfer t;
+  t.kind = Transfer::Recv;
+  t.dst = b.data();
+  t.bytes = b.size();
+  return t;
+}
+
 // Every size both ways at once, each message checked byte for byte.
 void exchangeSizes(Pair& p, const std::vector<size_t>& sizes) {
   twoRanks([&](int r) {
@@ -69,13 +85,7 @@ void exchangeSizes(Pair& p, const std::vector<size_t>& sizes) {
     for (size_t k = 0; k < sizes.size(); ++k) {
       const size_t n = sizes[k];
       std::vector<uint8_t> src = pattern(r, k, n), dst(n, 0xee);
-      Transfer s, v;
-      s.kind = Transfer::Send;
-      s.src = src.data();
-      s.bytes = n;
-      v.kind = Transfer::Recv;
-      v.dst = dst.data();
-      v.bytes = n;
+      Transfer s = sendOf(src), v = recvInto(dst);
       c->postSend(&s);
       c->postRecv(&v);
       Status st = drive(c, {&s, &v});
@@ -295,13 +305,7 @@ TEST(IbTransport, IdleReceiverSleepsOnCompletionChannelAndWakes) {
   exchangeSizes(p, {8});  // connected
   settle(p, 0.05);
   std::vector<uint8_t> src = pattern(0, 9, 4096), dst(4096, 0);
-  Transfer s, v;
-  s.kind = Transfer::Send;
-  s.src = src.data();
-  s.bytes = 4096;
-  v.kind = Transfer::Recv;
-  v.dst = dst.data();
-  v.bytes = 4096;
+  Transfer s = sendOf(src), v = recvInto(dst);
   double wokeAfter = 0;
   twoRanks([&](int r) {
     if (r == 0) {
@@ -342,13 +346,7 @@ TEST(IbTransport, PeerQueuePairKilledFailsBothSidesNamingThePeer) {
   twoRanks([&](int r) {
     Connection* c = p.conn[r].get();
     std::vector<uint8_t> a(1 << 20, 3), b(1 << 20);
-    Transfer s, v;
-    s.kind = Transfer::Send;
-    s.src = a.data();
-    s.bytes = a.size();
-    v.kind = Transfer::Recv;
-    v.dst = b.data();
-    v.bytes = b.size();
+    Transfer s = sendOf(a), v = recvInto(b);
     c->postSend(&s);
     c->postRecv(&v);
     err[r] = drive(c, {&s, &v}, 10).message();
@@ -365,10 +363,7 @@ TEST(IbTransport, OobClosedMeansPeerGone) {
   settle(p, 0.1);     // no verbs traffic left in flight: only the oob socket can tell
   p.conn[1].reset();  // rank 1 exits: its socket closes
   std::vector<uint8_t> b(64);
-  Transfer v;
-  v.kind = Transfer::Recv;
-  v.dst = b.data();
-  v.bytes = b.size();
+  Transfer v = recvInto(b);
   p.conn[0]->postRecv(&v);
   Status st = drive(p.conn[0].get(), {&v}, 10);
   EXPECT_NE(st.message().find("rank 1 closed the connection (peer exited or failed)"), std::string::npos)
@@ -379,10 +374,7 @@ TEST(IbTransport, OobClosedDuringHandshake) {
   Pair p(oneIb());
   p.conn[1].reset();
   std::vector<uint8_t> b(64);
-  Transfer v;
-  v.kind = Transfer::Recv;
-  v.dst = b.data();
-  v.bytes = b.size();
+  Transfer v = recvInto(b);
   p.conn[0]->postRecv(&v);
   Status st = drive(p.conn[0].get(), {&v}, 10);
   EXPECT_NE(st.message().find("rank 1 closed the connection"), std::string::npos) << st.message();
@@ -393,10 +385,7 @@ TEST(IbTransport, SendFailureReasonReachesThePeer) {
   exchangeSizes(p, {8});
   p.conn[1]->sendFailure("rank 1: out of memory in the trainer");
   std::vector<uint8_t> b(64);
-  Transfer v;
-  v.kind = Transfer::Recv;
-  v.dst = b.data();
-  v.bytes = b.size();
+  Transfer v = recvInto(b);
   p.conn[0]->postRecv(&v);
   Status st = drive(p.conn[0].get(), {&v}, 10);
   EXPECT_NE(st.message().find("rank 1 failed: rank 1: out of memory in the trainer"), std::string::npos)
