@@ -3,7 +3,8 @@
 // Shape: one plain loop per (data type x op) (reduce_loops.h), written over a codec (stored type <->
 // compute type) and an op functor, instantiated twice: generic (baseline x86-64, or any CPU) and,
 // on x86, AVX2+F16C (the same C++ compiled with target("avx2,f16c"), plus the F16C loops of
-// reduce_avx2.h for fp16). A table of function pointers per variant is chosen once per process
+// reduce_avx2.h for fp16 and of reduce_fp8_avx2.h for fp8 sum/prod/scale; fp8 max/min compare the
+// bytes, fp8_minmax.h). A table of function pointers per variant is chosen once per process
 // (host_isa.h), so a call costs one indexed load and no switch runs per element. Loops access
 // memory through memcpy, so any byte alignment works, and GCC vectorises them with unaligned loads.
 // dst == a or dst == b is allowed: every element is read before it is written, and GCC's runtime
@@ -29,6 +30,7 @@
 #include "kernels/float_convert.h"
 #include "kernels/host_isa.h"
 #include "kernels/reduce_avx2.h"
+#include "kernels/reduce_fp8_avx2.h"
 #include "kernels/reduce_loops.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -86,6 +88,14 @@ constexpr void fillRow(KernelTable& t, strataDataType_t dt) {
     t.reduce[dt][3] = reduceHalfF16c<RedKind::Min>;
     t.scale[dt] = scaleHalfF16c;
     t.divide[dt] = divideHalfF16c;
+    return;
+  } else if constexpr (kAvx2 && (std::is_same_v<Cd, E4m3> || std::is_same_v<Cd, E5m2>)) {
+    t.reduce[dt][0] = reduceFp8F16c<Cd, RedKind::Sum>;
+    t.reduce[dt][1] = reduceFp8F16c<Cd, RedKind::Prod>;
+    t.reduce[dt][2] = reduceAvx2<Cd, RedKind::Max>;  // on the bytes (fp8_minmax.h)
+    t.reduce[dt][3] = reduceAvx2<Cd, RedKind::Min>;
+    t.scale[dt] = scaleFp8F16c<Cd>;
+    t.divide[dt] = divideAvx2<Cd>;
     return;
   } else if constexpr (kAvx2) {
     t.reduce[dt][0] = reduceAvx2<Cd, RedKind::Sum>;

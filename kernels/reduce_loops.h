@@ -12,6 +12,7 @@
 
 #include "kernels/element_ops.h"
 #include "kernels/float_convert.h"
+#include "kernels/fp8_minmax.h"
 #include "kernels/host_reduce.h"
 
 namespace strata::kernels::detail {
@@ -67,8 +68,11 @@ template <RedKind K>
 
 template <class Cd, RedKind K>
 [[gnu::always_inline]] inline void reduceBody(Byte* d, const Byte* a, const Byte* b, size_t n) {
+  constexpr bool kFp8 = std::is_same_v<Cd, E4m3> || std::is_same_v<Cd, E5m2>;
   if constexpr (std::is_same_v<Cd, Bf16>)
     reduceBf16Pairs<K>(d, a, b, n);
+  else if constexpr (kFp8 && (K == RedKind::Max || K == RedKind::Min))
+    reduceFp8MinMax<Cd, K>(d, a, b, n);  // on the bytes, no conversion (fp8_minmax.h)
   else
     reduceElems<Cd, K>(d, a, b, n);
 }

@@ -612,6 +612,36 @@ TEST_P(PatternTest, Fp16SumHalfwayCases) {
   }
 }
 
+// fp8: every pair of operands (256 x 256, one call per op, so the vector body runs them) through
+// reduce, and every value times every scalar through scale, against the reference, bit for bit.
+TEST_P(PatternTest, Fp8EveryOperandPair) {
+  IsaScope scope(GetParam());
+  REQUIRE_ISA(scope, GetParam());
+  constexpr size_t n = 256 * 256;
+  for (const TypeInfo& t : kTypes) {
+    if (t.kind != Kind::Narrow || t.size != 1) continue;
+    std::vector<unsigned char> x(n), y(n), out(n);
+    for (size_t i = 0; i < n; ++i) {
+      x[i] = static_cast<unsigned char>(i & 0xff);
+      y[i] = static_cast<unsigned char>(i >> 8);
+    }
+    for (RedKind op : kOps) {
+      sk::reduce(out.data(), x.data(), y.data(), n, t.dt, op);
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_TRUE(sameResult(t, out[i], refOp(t, op, x[i], y[i])))
+            << t.name << " " << opName(op) << " " << hex(x[i]) << ", " << hex(y[i]) << " = " << hex(out[i])
+            << ", want " << hex(refOp(t, op, x[i], y[i]));
+    }
+    for (unsigned scalar = 0; scalar < 256; ++scalar) {
+      const unsigned char k = static_cast<unsigned char>(scalar);
+      sk::scale(out.data(), x.data(), 256, t.dt, &k);
+      for (size_t i = 0; i < 256; ++i)
+        ASSERT_TRUE(sameResult(t, out[i], refOp(t, RedKind::Prod, x[i], k)))
+            << t.name << " scale " << hex(x[i]) << " * " << hex(k) << " = " << hex(out[i]);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, PatternTest, ::testing::ValuesIn(kIsas),
                          [](const ::testing::TestParamInfo<HostIsa>& info) {
                            return std::string(sk::hostIsaName(info.param));

@@ -9,6 +9,7 @@
 //   memcpy/<size>                       std::memcpy(dst, src)        bytes = 2 x size (read + write)
 //   copy/<size>                         kernels::copy                bytes = 2 x size
 //   reduce/<op>/<dtype>/<size>/<place>  kernels::reduce(dst, a, b)   bytes = 3 x size (2 reads + write)
+//                                       op: sum for every dtype; max too for fp32 and the fp8 types
 //                                       in_place: dst == a; out_of_place: dst, a, b distinct
 //   scale/<dtype>/<size>                kernels::scale, in place     bytes = 2 x size
 //   divide/<dtype>/<size>               kernels::divide by 1         bytes = 2 x size
@@ -105,6 +106,7 @@ void encode(float v, strataDataType_t dtype, std::byte* out) {
     case strataFloat16: { auto x = k::floatToHalf(v); std::memcpy(out, &x, 2); break; }
     case strataBfloat16: { auto x = k::floatToBf16(v); std::memcpy(out, &x, 2); break; }
     case strataFloat8e4m3: { auto x = k::floatToE4m3(v); std::memcpy(out, &x, 1); break; }
+    case strataFloat8e5m2: { auto x = k::floatToE5m2(v); std::memcpy(out, &x, 1); break; }
     case strataFloat64: { double x = v; std::memcpy(out, &x, 8); break; }
     default: std::memcpy(out, &v, 4); break;  // fp32
   }
@@ -246,7 +248,7 @@ void BM_divide(benchmark::State& state, strataDataType_t dtype, size_t bytes) {
 }
 
 constexpr strataDataType_t kTypes[] = {strataFloat32, strataBfloat16, strataFloat16, strataFloat64,
-                                       strataInt32,   strataInt8,     strataFloat8e4m3};
+                                       strataInt32,   strataInt8,     strataFloat8e4m3, strataFloat8e5m2};
 void registerAll() {
   for (size_t bytes : {kSmall, kLarge}) {
     const std::string sz = sizeName(bytes);
@@ -254,7 +256,7 @@ void registerAll() {
     benchmark::RegisterBenchmark(("copy/" + sz).c_str(), BM_copy, bytes);
     for (strataDataType_t t : kTypes) {
       std::vector<std::pair<const char*, k::RedKind>> ops = {{"sum", k::RedKind::Sum}};
-      if (t == strataFloat32) ops.emplace_back("max", k::RedKind::Max);
+      if (t == strataFloat32 || (k::dtypeSize(t) == 1 && k::dtypeIsFloat(t))) ops.emplace_back("max", k::RedKind::Max);
       for (auto [opName, op] : ops)
         for (bool inPlace : {true, false}) {
           const std::string name = std::string("reduce/") + opName + "/" + k::dtypeName(t) + "/" + sz + "/" +
