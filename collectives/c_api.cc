@@ -8,6 +8,7 @@
 
 #include "collectives/arg_check.h"
 #include "collectives/comm.h"
+#include "collectives/tuner.h"
 #include "collectives/launch_env.h"
 #include "collectives/task.h"
 #include "kernels/host_reduce.h"
@@ -55,9 +56,6 @@ struct ActiveCall {
 
 bool isRooted(CollType c) {
   return c == CollType::Broadcast || c == CollType::Reduce || c == CollType::Gather || c == CollType::Scatter;
-}
-bool isReduction(CollType c) {
-  return c == CollType::AllReduce || c == CollType::ReduceScatter || c == CollType::Reduce;
 }
 
 Status validateColl(Comm& c, const CollCall& k) {
@@ -267,6 +265,9 @@ strataResult_t submitColl(strataComm_t handle, const CollCall& call, void* strea
     usedBuffers(*c, call, &a, &b);
     st = classifyBuffers(collName(call.coll), a, b, &cudaDev);
   }
+  if (st.ok() && cudaDev >= 0 && c->deterministic() && isReduction(call.coll))
+    st = invalidUsage("{}: deterministic mode covers host buffers only so far; these are device buffers (CUDA "
+                      "device {})", collName(call.coll), cudaDev);
   if (!st.ok()) return report(c, st);
   GroupState& g = tlsGroup;
   g.ops.push_back(GroupOp{c, true, call, {}, cudaDev, stream});

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -86,11 +87,20 @@ bool ranksOutnumberCpus(const std::vector<RankInfo>& infos, int rank) {
   return localRanks > std::max(ncpu, 1);
 }
 
+// The communicator modes this rank asks for: STRATA_DETERMINISTIC, or the config's field (read
+// only when the caller's struct is new enough to have it).
+static uint32_t requestedCommFlags(const strataConfig_t* cfg) {
+  const bool cfgDet = cfg && cfg->size >= offsetof(strataConfig_t, deterministic) + sizeof(int) &&
+                      cfg->deterministic == 1;
+  return config().deterministic || cfgDet ? RankInfo::kCommDeterministic : 0;
+}
+
 Status Comm::create(const strataUniqueId& id, int nranks, int rank, const strataConfig_t* cfg,
                     std::unique_ptr<Comm>* out) {
   STRATA_RETURN_IF_ERROR(configStatus());
   RankInfo self;
   STRATA_RETURN_IF_ERROR(localRankInfo(rank, nranks, &self));
+  self.commFlags = requestedCommFlags(cfg);
   std::unique_ptr<Bootstrap> bs;
   STRATA_RETURN_IF_ERROR(Bootstrap::join(id, rank, nranks, self, config().joinTimeoutSec, &bs));
   std::unique_ptr<Comm> c(new Comm());
@@ -110,6 +120,14 @@ Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg) {
   costModel_ = std::make_unique<CostModel>(layout_, jobLinkCosts(infos));
   allLocal_ = config().transport != "tcp" && layout_.nnodes() == 1;
   oversubscribed_ = ranksOutnumberCpus(infos, rank_);
+  int askedDeterministic = 0;
+  for (const RankInfo& i : infos) askedDeterministic += (i.commFlags & RankInfo::kCommDeterministic) != 0;
+  deterministic_ = askedDeterministic > 0;
+  if (rank_ == 0 && deterministic_)
+    log::info("communicator{}: deterministic reductions (asked by {} of {} ranks){}", name_.empty() ? "" : " " + name_,
+              askedDeterministic, nranks_,
+              config().algo != "auto" ? fmt::format("; STRATA_ALGO={} does not apply to reductions", config().algo)
+                                      : std::string());
   customOps_.resize(4);
   if (rank_ == 0 && layout_.nnodes() > 1)
     log::info("communicator{}: {} ranks on {}", name_.empty() ? "" : " " + name_, nranks_, layout_.describe());
@@ -131,6 +149,8 @@ Status Comm::split(int color, int key, const strataConfig_t* cfg, std::unique_pt
   // The member keeps its node (a virtual node of the topology file stays the same node).
   STRATA_RETURN_IF_ERROR(localRankInfo(-1, nranks_, &mine.info));
   mine.info.nodeHash = bootstrap_->infos()[rank_].nodeHash;
+  // A split of a deterministic communicator stays deterministic.
+  mine.info.commFlags = requestedCommFlags(cfg) | (deterministic_ ? RankInfo::kCommDeterministic : 0);
   std::memcpy(mine.info.nodeName, bootstrap_->infos()[rank_].nodeName, sizeof(mine.info.nodeName));
   int lfd = -1;
   if (color != STRATA_SPLIT_NOCOLOR) STRATA_RETURN_IF_ERROR(Bootstrap::openListener(&lfd, &mine.info));
@@ -263,6 +283,7 @@ const Schedule& Comm::schedule(Algo algo, const CollArgs& a) {
 }
 
 Algo Comm::chooseAlgo(CollType coll, size_t count, size_t elemBytes) {
+  if (deterministic_ && isReduction(coll)) return deterministicAlgo(coll, count * elemBytes);
   TunerInput in{coll, nranks_, 0, allLocal_};
   const bool perRank = coll == CollType::ReduceScatter || coll == CollType::AllGather || coll == CollType::AllToAll ||
                        coll == CollType::Gather || coll == CollType::Scatter;

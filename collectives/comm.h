@@ -55,6 +55,9 @@ class Comm : public strataComm {
   /// The algorithm for a collective of `count` elements of `elemBytes`: STRATA_ALGO, else the
   /// measured size thresholds on one node, else the cost model's fastest (cached per shape).
   Algo chooseAlgo(CollType coll, size_t count, size_t elemBytes);
+  /// Deterministic mode (STRATA_DETERMINISTIC or the config's field, on any rank): reductions use
+  /// the algorithms that sum every element in one balanced tree over the ranks in rank order.
+  bool deterministic() const { return deterministic_; }
   /// More ranks of this communicator on this machine than cores this process may use: waits
   /// yield the core from the first poll instead of spinning.
   bool oversubscribed() const { return oversubscribed_; }
@@ -108,6 +111,7 @@ class Comm : public strataComm {
   };
   std::vector<TunedChoice> tuned_;
   bool oversubscribed_ = false;
+  bool deterministic_ = false;
   uint64_t splitCount_ = 0;
   std::string name_;
   std::unique_ptr<Bootstrap> bootstrap_;

@@ -30,6 +30,10 @@ enum class CollType : uint8_t {
   Scatter,
 };
 const char* collName(CollType c);
+/// All-reduce, reduce-scatter, reduce: the collectives that combine values.
+inline bool isReduction(CollType c) {
+  return c == CollType::AllReduce || c == CollType::ReduceScatter || c == CollType::Reduce;
+}
 
 /// Algorithm families. `Auto` lets the tuner choose.
 enum class Algo : uint8_t {

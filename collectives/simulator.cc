@@ -41,9 +41,6 @@ uint32_t combineHash(uint32_t a, uint32_t b) {
 
 bool isComm(OpCode c) { return c == OpCode::Send || c == OpCode::Recv || c == OpCode::RecvReduce; }
 bool isRecv(OpCode c) { return c == OpCode::Recv || c == OpCode::RecvReduce; }
-bool isReduction(CollType c) {
-  return c == CollType::AllReduce || c == CollType::ReduceScatter || c == CollType::Reduce;
-}
 
 const char* bufLong(BufId b) {
   switch (b) {

@@ -96,6 +96,14 @@ static Algo modelAlgo(const TunerInput& in) {
   return best;
 }
 
+Algo deterministicAlgo(CollType coll, size_t bytes) {
+  switch (coll) {
+    case CollType::AllReduce: return bytes <= 4096 ? Algo::OneShot : Algo::Direct;
+    case CollType::ReduceScatter: return Algo::Direct;
+    default: return Algo::Linear;  // Reduce
+  }
+}
+
 Algo chooseAlgo(const TunerInput& in) {
   const std::string& forced = config().algo;
   if (forced != "auto") {

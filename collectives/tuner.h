@@ -24,6 +24,13 @@ struct TunerInput {
 
 Algo chooseAlgo(const TunerInput& in);
 
+/// Deterministic mode: the algorithm for a reduction of `bytes` (per rank's buffer). One-shot,
+/// direct and linear all sum every element with the same balanced tree over the ranks in rank
+/// order (algorithms.h, reduceTree), whatever the layout, transport or segmenting, so their
+/// results are bitwise identical to each other on any machine shape: one-shot for small
+/// all-reduces (one exchange), direct (two-shot) above; direct reduce-scatter; linear reduce.
+Algo deterministicAlgo(CollType coll, size_t bytes);
+
 /// The candidates the cost model compares for a collective on `nranks` ranks (the latency-bound
 /// ones only where their schedules stay small).
 int tunerCandidates(CollType coll, int nranks, Algo out[8]);

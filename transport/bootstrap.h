@@ -46,6 +46,10 @@ struct RankInfo {
   int32_t ifNuma[kMaxIfs] = {};   ///< NUMA domain of the interface's device (-1: unknown, virtual)
   int32_t numa = -1;              ///< NUMA domain all of this rank's CPUs lie in (-1: several, unknown)
   uint32_t netCaps = 0;           ///< network transports this rank can use (net_select.h NetCaps)
+  /// Communicator modes this rank asked for (kCommDeterministic): a mode any rank asks for
+  /// applies to all, so that every rank chooses the same algorithms.
+  uint32_t commFlags = 0;
+  static constexpr uint32_t kCommDeterministic = 1;
 };
 
 /// The address of `peer` to reach on `rail` from `self`: the peer's interface in the subnet of

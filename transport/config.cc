@@ -198,6 +198,12 @@ const std::vector<Entry>& entries() {
       {"STRATA_CHECK_ARGS", "bool", "check that all ranks call the same collective with the same arguments",
        [](Config& c, const std::string& v) { return parseBool("STRATA_CHECK_ARGS", v, &c.checkArgs); },
        [](const Config& c) { return std::string(c.checkArgs ? "1" : "0"); }},
+      {"STRATA_DETERMINISTIC", "bool",
+       "reductions (all-reduce, reduce-scatter, reduce) give bitwise identical results whatever the rank "
+       "placement, node layout, transport or forced algorithm: every element is summed in one balanced tree "
+       "over the ranks in rank order (host buffers)",
+       [](Config& c, const std::string& v) { return parseBool("STRATA_DETERMINISTIC", v, &c.deterministic); },
+       [](const Config& c) { return std::string(c.deterministic ? "1" : "0"); }},
       {"STRATA_CUDA_CHANNELS", "count", "CUDA blocks (each its own ring or tree) per device collective (1..32)",
        [](Config& c, const std::string& v) {
          size_t n = 0;

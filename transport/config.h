@@ -36,6 +36,7 @@ struct Config {
   std::string uniqueId;             ///< STRATA_UNIQUE_ID: the job's id, set by strata-run
   int rootPort = 0;                 ///< STRATA_ROOT_PORT: rank 0's rendezvous port for env launches
   bool checkArgs = false;           ///< STRATA_CHECK_ARGS: verify all ranks call the same collective
+  bool deterministic = false;       ///< STRATA_DETERMINISTIC: reductions summed in one fixed tree over the ranks
   // CUDA path (device buffers).
   int cudaChannels = 8;             ///< STRATA_CUDA_CHANNELS: blocks (rings/trees) per collective, 1..32
   int cudaThreads = 512;            ///< STRATA_CUDA_THREADS: threads per block (64..512, multiple of 32)

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 namespace trainer {
@@ -63,6 +64,8 @@ int parseArgs(int argc, char** argv, Config& c, ParityOptions* parity) {
   app.add_option("--plot", c.plot, "write a loss-curve PNG (gnuplot)");
   app.add_flag("--quiet", c.quiet, "print only the summary");
   app.add_flag("--no-overlap", c.noOverlap, "reduce gradients after backward, not during it");
+  app.add_flag("--deterministic", c.deterministic,
+               "bitwise reproducible reductions whatever the algorithm or node layout (STRATA_DETERMINISTIC=1)");
   app.add_option("--parity-case", parity->cases, "run these parity cases against one rank and exit (see --parity)");
   app.add_flag("--parity", parity->all, "run the whole parity matrix against one rank and print the table");
   app.add_option("--launcher", parity->launcher,
@@ -72,6 +75,9 @@ int parseArgs(int argc, char** argv, Config& c, ParityOptions* parity) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // strata reads its settings on first use, which comes after this: the variable is the switch
+  // (it reaches every rank, threads and the processes a launcher starts from here alike).
+  if (c.deterministic) setenv("STRATA_DETERMINISTIC", "1", 1);
   return -1;
 }
 
@@ -83,6 +89,7 @@ std::vector<std::string> toArgs(const Config& c) {
   };
   add("--dp", c.dp), add("--tp", c.tp), add("--pp", c.pp), add("--cp", c.cp), add("--ep", c.ep);
   if (c.sp) a.push_back("--sp");
+  if (c.deterministic) a.push_back("--deterministic");
   add("--zero", c.zero), add("--schedule", c.schedule), add("--microbatches", c.microbatches);
   add("--virtual-stages", c.virtualStages), add("--order", c.order);
   add("--layers", c.layers), add("--hidden", c.hidden), add("--heads", c.heads), add("--seq", c.seq);

@@ -32,6 +32,7 @@ struct Config {
   int saveAt = 0;  // with --save: step after which to save (0: at the end)
   bool quiet = false;
   bool noOverlap = false;  // DP: reduce buckets after backward instead of during it
+  bool deterministic = false;  // strata's deterministic reductions (STRATA_DETERMINISTIC=1)
 
   int worldSize() const { return dp * tp * pp * cp * ep; }
   int ffn() const { return 4 * hidden; }

@@ -90,6 +90,7 @@ typedef struct {
   int blocking;          /**< reserved: 1 (calls block until done) is the only mode today */
   const char* commName;  /**< shown in logs and errors; may be NULL */
   int splitShare;        /**< reserved */
+  int deterministic;     /**< 1: deterministic reductions (see STRATA_DETERMINISTIC); 0: the variable decides */
 } strataConfig_t;
 
 /** Fills `config` with defaults. */

@@ -6,8 +6,12 @@
 #   invalid     bad layouts are refused on every rank before training, exit code 2
 #   zero3mem    ZeRO-3 keeps only shards resident: < (1/dp + 1/layers) of the full model at start, < full at peak
 #   plot        --plot writes a PNG (skipped, exit 77, without gnuplot)
+#   deterministic  dp4 with --deterministic: every forced all-reduce algorithm, and the 4 ranks on
+#               2 virtual nodes x 2 (tcp between them), write byte-identical loss logs; without
+#               it, ring and one-shot differ in the last digits (so the comparison can fail)
 set -euo pipefail
 check=$1 train=$2 run=$3 work=$4
+topo_files=$(cd "$(dirname "$0")/../../topology/files" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 model=(--layers 4 --hidden 32 --heads 4 --seq 16 --vocab 256 --batch 8 --data text --quiet)
 
@@ -21,6 +25,27 @@ same_losses() {
 }
 
 case $check in
+deterministic)
+  dp4=("${model[@]}" --steps 6 --dp 4)
+  for algo in ring oneshot; do
+    STRATA_ALGO=$algo "$run" -n 4 --threads -- "$train" "${dp4[@]}" --loss-log plain_$algo.log
+  done
+  if cmp -s plain_ring.log plain_oneshot.log; then
+    echo "ring and one-shot gave identical losses without --deterministic: the check below proves nothing"
+    exit 1
+  fi
+  for algo in auto ring rhd tree direct oneshot; do
+    STRATA_ALGO=$algo "$run" -n 4 --threads -- "$train" "${dp4[@]}" --deterministic --loss-log det_$algo.log
+  done
+  STRATA_TOPO_FILE=$topo_files/virtual_2x2.json "$run" -n 4 --threads -- "$train" "${dp4[@]}" --deterministic \
+    --loss-log det_vnodes.log
+  STRATA_TOPO_FILE=$topo_files/virtual_2x2.json STRATA_ALGO=hier "$run" -n 4 -- "$train" "${dp4[@]}" \
+    --deterministic --loss-log det_vnodes_processes.log
+  for f in det_*.log; do
+    cmp det_auto.log "$f" || { paste det_auto.log "$f"; exit 1; }
+  done
+  echo "$(ls det_*.log | wc -l) deterministic runs, byte-identical loss logs"
+  ;;
 zero3mem)
   "$run" -n 2 --threads -- "$train" --layers 4 --hidden 32 --heads 4 --seq 16 --vocab 256 --batch 8 --data text \
     --steps 2 --dp 2 --zero 3 > out.txt
