@@ -8,6 +8,9 @@
 #include "perf/strata/strata_launch.h"
 #include "strata/strata.h"
 
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+
 namespace {
 // --alloc strata (the default): host buffers from strataHostMemAlloc (strataMemAlloc's host memory,
 // also where a GPU makes strataMemAlloc return device memory), which same-machine peers read
@@ -17,6 +20,13 @@ void* strataAlloc(size_t bytes) {
   return strataHostMemAlloc(&p, bytes) == strataSuccess ? p : nullptr;
 }
 void strataFree(void* p) { strataMemFree(p); }
+
+// --deterministic: strata's deterministic reductions (STRATA_DETERMINISTIC=1), to measure their cost.
+// strata reads its settings when the first rank starts, after parsing: the variable is the switch.
+void addStrataOptions(CLI::App& app) {
+  app.add_flag_callback("--deterministic", [] { setenv("STRATA_DETERMINISTIC", "1", 1); },
+                        "reductions in one fixed tree over the ranks (STRATA_DETERMINISTIC=1)");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -28,7 +38,7 @@ int main(int argc, char** argv) {
                       "--memory device: each rank's buffers on GPU (local rank % GPUs; ranks may share one), inputs\n"
                       "copied in and results out around the timed loop, which enqueues on one stream per rank;\n"
                       "the footer adds rank 0's device-to-device copy bandwidth at the largest size.",
-                      {},
+                      addStrataOptions,
                       {"host", "device"},
                       {},
                       "strata",
