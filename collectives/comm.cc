@@ -264,7 +264,7 @@ const Schedule& Comm::schedule(Algo algo, const CollArgs& a) {
   CachedSchedule* victim = nullptr;
   for (CachedSchedule& c : schedules_) {
     if (c.algo == algo && c.args.coll == a.coll && c.args.count == a.count && c.args.root == a.root &&
-        c.args.nranks == a.nranks && c.args.rank == a.rank) {
+        c.args.nranks == a.nranks && c.args.rank == a.rank && c.args.inPlace == a.inPlace) {
       c.lastUse = scheduleClock_;
       return c.schedule;
     }

@@ -88,11 +88,15 @@ struct Schedule {
   std::vector<Op> ops;
   std::vector<Step> steps;
   size_t scratchElems = 0;
+  /// AllToAll only: the builder honoured CollArgs::inPlace, so the schedule runs on Input == Output
+  /// itself (the executor does not stage the input). False: a schedule for distinct buffers.
+  bool inPlace = false;
 
   void clear() {
     ops.clear();
     steps.clear();
     scratchElems = 0;
+    inPlace = false;
   }
   /// Opens a new step; following add() calls belong to it.
   void beginStep() { steps.push_back(Step{static_cast<uint32_t>(ops.size()), 0}); }
@@ -127,11 +131,13 @@ inline Slice scr(size_t off) { return Slice{BufId::Scratch, off}; }
 ///   AllGather:     Input[count] -> Output[count*n]          (in place: Input == Output + rank*count)
 ///   Broadcast:     Input[count] on root -> Output[count]   (in place: Input == Output on the root)
 ///   Reduce:        Input[count] -> Output[count] on root only (non-roots have no Output)
-///   AllToAll:      Input[count*n] -> Output[count*n]             (never in place: executor stages)
+///   AllToAll:      Input[count*n] -> Output[count*n]  (in place: Input == Output, only for schedules
+///                  built with CollArgs::inPlace that set Schedule::inPlace; otherwise the executor
+///                  runs an out-of-place schedule on a staged copy of the input)
 ///   Gather:        Input[count] -> Output[count*n] on root   (in place: Input == Output + root*count)
 ///   Scatter:       Input[count*n] on root -> Output[count]   (in place: Output == Input + root*count)
-/// Every schedule must be correct both with distinct buffers and with the in-place aliasing above;
-/// Input is read-only; non-roots of Broadcast/Scatter have no Input.
+/// Every schedule must be correct both with distinct buffers and with the in-place aliasing above
+/// (AllToAll: see above); Input is read-only; non-roots of Broadcast/Scatter have no Input.
 struct CollArgs {
   CollType coll = CollType::AllReduce;
   int nranks = 1;
@@ -141,6 +147,9 @@ struct CollArgs {
   /// Where the ranks sit (nodes, local ranks, rails); the communicator's, identical on every rank.
   /// Only hierarchical schedules read it; null means one node.
   const topology::CommLayout* layout = nullptr;
+  /// AllToAll only (ignored otherwise): the call is in place (Input == Output). A builder that has an
+  /// in-place variant (Pairwise) builds it and sets Schedule::inPlace; the others ignore it.
+  bool inPlace = false;
 };
 
 /// True if `algo` implements `coll`.

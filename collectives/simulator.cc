@@ -93,7 +93,7 @@ Layout layoutFor(const CollArgs& a, int r, bool inPlace, size_t scratch) {
   }
   Layout L;
   L.size[0] = inS, L.size[1] = outS, L.size[2] = scratch;
-  const bool alias = inPlace && a.coll != CollType::AllToAll && inS > 0 && outS > 0;
+  const bool alias = inPlace && inS > 0 && outS > 0;
   size_t region = inS + outS;
   if (!alias) {
     L.base[0] = 0, L.base[1] = inS;
@@ -103,6 +103,7 @@ Layout layoutFor(const CollArgs& a, int r, bool inPlace, size_t scratch) {
       case CollType::AllGather: L.base[1] = 0, L.base[0] = static_cast<size_t>(r) * C, region = outS; break;
       case CollType::Gather: L.base[1] = 0, L.base[0] = static_cast<size_t>(a.root) * C, region = outS; break;
       case CollType::Scatter: L.base[0] = 0, L.base[1] = static_cast<size_t>(a.root) * C, region = inS; break;
+      case CollType::AllToAll: L.base[0] = L.base[1] = 0, region = inS; break;
       default: L.base[0] = L.base[1] = 0, region = C; break;  // AllReduce, Broadcast, Reduce roots
     }
   }
@@ -139,14 +140,26 @@ struct Interval {
   uint32_t op;
 };
 
+// Whether Input and Output alias. AllToAll: only for schedules built in place (Schedule::inPlace);
+// the executor runs the others on a staged copy of the input, i.e. out of place.
+bool aliased(const CollArgs& a, bool inPlace, const std::vector<Schedule>& s) {
+  if (!inPlace) return false;
+  if (a.coll != CollType::AllToAll) return true;
+  return !s.empty() && s[0].inPlace;
+}
+
 class Sim {
  public:
   Sim(const CollArgs& a, bool inPlace, const std::vector<Schedule>& s, const SimOptions& o)
-      : args_(a), inPlace_(inPlace && a.coll != CollType::AllToAll), sch_(s), opt_(o), n_(a.nranks) {}
+      : args_(a), inPlace_(aliased(a, inPlace, s)), sch_(s), opt_(o), n_(a.nranks) {}
 
   SimResult run() {
     stats();
     if (static_cast<int>(sch_.size()) != n_) return fail("expected " + std::to_string(n_) + " schedules");
+    for (int r = 0; r < n_; ++r)
+      if (sch_[r].inPlace != sch_[0].inPlace) return fail("ranks disagree on Schedule::inPlace");
+    if (sch_[0].inPlace && args_.coll != CollType::AllToAll) return fail("Schedule::inPlace on a non-AllToAll schedule");
+    if (sch_[0].inPlace && !inPlace_) return fail("an in-place schedule (Schedule::inPlace) run out of place");
     if (opt_.values && n_ > 64) return fail("value simulation supports at most 64 ranks");
     layouts_.resize(n_);
     for (int r = 0; r < n_; ++r) layouts_[r] = layoutFor(args_, r, inPlace_, sch_[r].scratchElems);
@@ -611,6 +624,7 @@ SimResult simulate(Algo algo, const CollArgs& args, bool inPlace, const SimOptio
   }
   std::vector<Schedule> scheds(args.nranks);
   CollArgs a = args;
+  a.inPlace = args.coll == CollType::AllToAll && inPlace;
   for (int r = 0; r < args.nranks; ++r) {
     a.rank = r;
     buildSchedule(algo, a, &scheds[r]);

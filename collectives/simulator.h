@@ -73,11 +73,14 @@ struct SimOptions {
 };
 
 /// Builds the schedules of ranks 0..args.nranks-1 (args.rank is ignored) with `algo` and simulates
-/// them. inPlace applies the collective's aliasing (ignored for AllToAll, which is never in place).
+/// them. inPlace applies the collective's aliasing. AllToAll: the schedules are built with
+/// CollArgs::inPlace and aliased only if the builder made them in place (Schedule::inPlace); others
+/// run out of place, as the executor runs them on a staged copy of the input.
 SimResult simulate(Algo algo, const CollArgs& args, bool inPlace, const SimOptions& opt = {});
 
 /// Simulates given schedules (perRank[r] is rank r's; args.rank ignored). For tests of the
-/// simulator itself and for schedules composed outside buildSchedule.
+/// simulator itself and for schedules composed outside buildSchedule. AllToAll in place aliases
+/// only schedules marked Schedule::inPlace (all ranks must agree; such a schedule out of place fails).
 SimResult simulateSchedules(const CollArgs& args, bool inPlace, const std::vector<Schedule>& perRank,
                             const SimOptions& opt = {});
 

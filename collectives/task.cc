@@ -108,11 +108,14 @@ Status Task::initCollective(Comm& comm, const CollCall& call) {
 
   const Algo algo = comm.chooseAlgo(call.coll, call.count, esize_);
   algo_ = algo;
-  const Schedule& sched = comm.schedule(algo, CollArgs{call.coll, n, r, call.root, call.count, &comm.layout()});
+  const bool inPlaceA2A = call.coll == CollType::AllToAll && input_ && input_ == output_ && ext.in > 0;
+  const Schedule& sched =
+      comm.schedule(algo, CollArgs{call.coll, n, r, call.root, call.count, &comm.layout(), inPlaceA2A});
 
-  // Staging: pre-multiplied sums scale the input into scratch; in-place all-to-all copies it.
+  // Staging: pre-multiplied sums scale the input into scratch; an in-place all-to-all whose schedule
+  // is not built in place (Schedule::inPlace: pairwise stages block by block itself) copies it.
   const CustomOp* custom = reduction ? comm.customOp(call.op) : nullptr;
-  const bool stageA2A = call.coll == CollType::AllToAll && input_ == output_ && ext.in > 0;
+  const bool stageA2A = inPlaceA2A && !sched.inPlace;
   const size_t stageElems = (custom || stageA2A) && input_ ? ext.in : 0;
   const size_t stageBytes = alignUp(stageElems * esize_);
   char* scratch = comm.scratch(stageBytes + sched.scratchElems * esize_ + 64);

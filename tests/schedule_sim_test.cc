@@ -73,6 +73,12 @@ std::string caseName(const ::testing::TestParamInfo<Case>& info) {
 
 INSTANTIATE_TEST_SUITE_P(All, ScheduleSim, ::testing::ValuesIn(supportedCases()), caseName);
 
+CollArgs args(CollType c, int n, size_t count, int root = 0) {
+  CollArgs a;
+  a.coll = c, a.nranks = n, a.count = count, a.root = root;
+  return a;
+}
+
 // ---- the support table ---------------------------------------------------------------------------
 
 TEST(AlgoSupport, MatchesTheDocumentedTable) {
@@ -151,6 +157,13 @@ TEST(ScheduleCost, StepsAndVolumes) {
   r = run(Algo::Bruck, CollType::AllToAll, 9, 10);
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.commSteps, 4);
+  // In place: the same n-1 exchanges after one local staging step, 2 blocks of Scratch.
+  r = simulate(Algo::Pairwise, args(CollType::AllToAll, 9, 10), true);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.steps, 9);
+  EXPECT_EQ(r.commSteps, 8);
+  EXPECT_EQ(r.maxSentElems, 80u);
+  EXPECT_EQ(r.maxScratchElems, 20u);
 
   // Pipelined ring broadcast: P = 4096/256 = 16 chunks; a middle rank has P + 1 steps, the chain
   // P + n - 2 rounds.
@@ -194,12 +207,6 @@ TEST(Schedule, CompactDropsEmptyStepsAndToStringNamesOps) {
 }
 
 // ---- the simulator catches broken schedules ------------------------------------------------------
-
-CollArgs args(CollType c, int n, size_t count, int root = 0) {
-  CollArgs a;
-  a.coll = c, a.nranks = n, a.count = count, a.root = root;
-  return a;
-}
 
 void expectError(const SimResult& r, const std::string& what) {
   EXPECT_FALSE(r.ok);
@@ -329,6 +336,93 @@ TEST(Simulator, RejectsReductionsInDataMovement) {
   s[1].beginStep();
   s[1].copy(in(0), out(2), 2);
   expectError(simulateSchedules(args(CollType::AllToAll, 2, 2), false, s), "non-reduction");
+}
+
+// ---- in-place all-to-all -------------------------------------------------------------------------
+
+// Pairwise builds an in-place schedule that stages one block per pair of shifts, never the input.
+TEST(AllToAllInPlace, PairwiseStagesBlocksNotTheInput) {
+  for (int n = 1; n <= 64; ++n)
+    for (size_t count : {size_t(1), size_t(5)}) {
+      CollArgs a = args(CollType::AllToAll, n, count);
+      a.inPlace = true;
+      for (int rank = 0; rank < n; ++rank) {
+        a.rank = rank;
+        Schedule s;
+        buildSchedule(Algo::Pairwise, a, &s);
+        ASSERT_TRUE(s.inPlace);
+        size_t copied = 0, sends = 0;
+        for (const Op& op : s.ops) {
+          if (op.code == OpCode::Copy) copied += op.count;
+          if (op.code == OpCode::Send) {
+            ++sends;
+            EXPECT_EQ(op.count, count);
+          }
+          EXPECT_FALSE(op.code == OpCode::Copy && op.dst.buf != BufId::Scratch) << "copies only stage";
+        }
+        EXPECT_EQ(copied, static_cast<size_t>(n / 2) * count) << "n=" << n;
+        EXPECT_EQ(sends, static_cast<size_t>(n - 1));
+        EXPECT_EQ(s.steps.size(), n == 1 ? 0u : static_cast<size_t>(n));
+        EXPECT_EQ(s.scratchElems, n == 1 ? 0 : (n <= 3 ? 1 : 2) * count);
+      }
+      const SimResult r = simulate(Algo::Pairwise, args(CollType::AllToAll, n, count), true);
+      EXPECT_TRUE(r.ok) << "n=" << n << ": " << r.error;
+    }
+}
+
+// Bruck and Linear ignore CollArgs::inPlace (the executor stages their input); Hier where it falls
+// back to the flat pairwise exchange (one node, uneven nodes) gets Pairwise's in-place schedule; out
+// of place nothing changes.
+TEST(AllToAllInPlace, OtherAlgorithmsAndOutOfPlaceAreUnchanged) {
+  auto build = [](Algo algo, bool inPlace) {
+    CollArgs a = args(CollType::AllToAll, 6, 3);
+    a.rank = 2;
+    a.inPlace = inPlace;
+    Schedule s;
+    buildSchedule(algo, a, &s);
+    return s;
+  };
+  for (Algo algo : {Algo::Bruck, Algo::Linear}) {
+    EXPECT_FALSE(build(algo, true).inPlace) << algoName(algo);
+    EXPECT_EQ(build(algo, true).toString(), build(algo, false).toString()) << algoName(algo);
+  }
+  EXPECT_FALSE(build(Algo::Pairwise, false).inPlace);
+  for (bool inPlace : {false, true}) {
+    EXPECT_EQ(build(Algo::Hier, inPlace).inPlace, inPlace);
+    EXPECT_EQ(build(Algo::Hier, inPlace).toString(), build(Algo::Pairwise, inPlace).toString());
+  }
+}
+
+TEST(Simulator, AliasesInPlaceAllToAllSchedules) {
+  std::vector<Schedule> ip(4), oop(4);
+  CollArgs a = args(CollType::AllToAll, 4, 3);
+  for (int r = 0; r < 4; ++r) {
+    a.rank = r;
+    a.inPlace = true;
+    buildSchedule(Algo::Pairwise, a, &ip[r]);
+    a.inPlace = false;
+    buildSchedule(Algo::Pairwise, a, &oop[r]);
+  }
+  EXPECT_TRUE(simulateSchedules(args(CollType::AllToAll, 4, 3), true, ip).ok);
+  expectError(simulateSchedules(args(CollType::AllToAll, 4, 3), false, ip), "run out of place");
+  // The out-of-place schedule on aliased buffers: with n = 4 shift 2 sends and receives one block in
+  // one step; with n = 5 it sends blocks it already received into.
+  for (Schedule& s : oop) s.inPlace = true;
+  expectError(simulateSchedules(args(CollType::AllToAll, 4, 3), true, oop), "of the same step writes");
+  oop[1].inPlace = false;
+  expectError(simulateSchedules(args(CollType::AllToAll, 4, 3), true, oop), "disagree");
+  std::vector<Schedule> odd(5);
+  a = args(CollType::AllToAll, 5, 3);
+  for (int r = 0; r < 5; ++r) {
+    a.rank = r;
+    buildSchedule(Algo::Pairwise, a, &odd[r]);
+    odd[r].inPlace = true;
+  }
+  expectError(simulateSchedules(args(CollType::AllToAll, 5, 3), true, odd), "expected element");
+  std::vector<Schedule> ar(1);
+  ar[0].copy(in(0), out(0), 1);
+  ar[0].inPlace = true;
+  expectError(simulateSchedules(args(CollType::AllReduce, 1, 1), true, ar), "non-AllToAll");
 }
 
 }  // namespace
