@@ -125,27 +125,20 @@ Status UcxConnection::fail(Status st) {
   return broken_;
 }
 
-void UcxConnection::postSend(Transfer* t) {
+UcxConnection::Msg UcxConnection::nextMsg(Transfer* t, uint64_t* seq, uint64_t* chunks) const {
   Msg m;
   m.t = t;
-  m.headSeq = sendSeq_;
+  m.headSeq = *seq;
   m.nchunks = chunksAfterHead(t->bytes, tune_.inlineBytes, tune_.chunkBytes);
-  m.firstChunk = sendChunks_;
-  sendSeq_ += 1 + m.nchunks;
-  sendChunks_ += m.nchunks;
-  sends_.push_back(m);
+  m.firstChunk = *chunks;
+  *seq += 1 + m.nchunks;
+  *chunks += m.nchunks;
+  return m;
 }
 
-void UcxConnection::postRecv(Transfer* t) {
-  Msg m;
-  m.t = t;
-  m.headSeq = recvSeq_;
-  m.nchunks = chunksAfterHead(t->bytes, tune_.inlineBytes, tune_.chunkBytes);
-  m.firstChunk = recvChunks_;
-  recvSeq_ += 1 + m.nchunks;
-  recvChunks_ += m.nchunks;
-  recvs_.push_back(m);
-}
+void UcxConnection::postSend(Transfer* t) { sends_.push_back(nextMsg(t, &sendSeq_, &sendChunks_)); }
+
+void UcxConnection::postRecv(Transfer* t) { recvs_.push_back(nextMsg(t, &recvSeq_, &recvChunks_)); }
 
 size_t UcxConnection::chunkLen(const Msg& m, uint64_t i) const {
   return std::min(tune_.chunkBytes, m.t->bytes - i * tune_.chunkBytes);

@@ -82,6 +82,8 @@ class UcxConnection final : public Connection {
   using Buffers = std::vector<char*>;  // free lists; ownedBuffers_ owns the memory
 
   Status fail(Status st);
+  /// The next message of one direction: its head tag sequence and first chunk index, advancing both.
+  Msg nextMsg(Transfer* t, uint64_t* seq, uint64_t* chunks) const;
   Status progressTransfers(bool* progressed);
   Status readOob(bool* progressed);
   Status writeHello(bool* progressed);
