@@ -95,6 +95,12 @@ static uint32_t requestedCommFlags(const strataConfig_t* cfg) {
   return config().deterministic || cfgDet ? RankInfo::kCommDeterministic : 0;
 }
 
+// The config's timeout in seconds, or 0 when the caller's struct predates the field or leaves it unset.
+static double requestedTimeout(const strataConfig_t* cfg) {
+  const bool has = cfg && cfg->size >= offsetof(strataConfig_t, timeout) + sizeof(double);
+  return has && cfg->timeout > 0 ? cfg->timeout : 0;
+}
+
 Status Comm::create(const strataUniqueId& id, int nranks, int rank, const strataConfig_t* cfg,
                     std::unique_ptr<Comm>* out) {
   STRATA_RETURN_IF_ERROR(configStatus());
@@ -102,7 +108,8 @@ Status Comm::create(const strataUniqueId& id, int nranks, int rank, const strata
   STRATA_RETURN_IF_ERROR(localRankInfo(rank, nranks, &self));
   self.commFlags = requestedCommFlags(cfg);
   std::unique_ptr<Bootstrap> bs;
-  STRATA_RETURN_IF_ERROR(Bootstrap::join(id, rank, nranks, self, config().joinTimeoutSec, &bs));
+  const double joinTimeout = requestedTimeout(cfg) > 0 ? requestedTimeout(cfg) : config().joinTimeoutSec;
+  STRATA_RETURN_IF_ERROR(Bootstrap::join(id, rank, nranks, self, joinTimeout, &bs));
   std::unique_ptr<Comm> c(new Comm());
   STRATA_RETURN_IF_ERROR(c->init(std::move(bs), cfg));
   *out = std::move(c);
@@ -115,6 +122,7 @@ Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg) {
   rank_ = bootstrap_->rank();
   nranks_ = bootstrap_->nranks();
   if (cfg && cfg->commName) name_ = cfg->commName;
+  timeoutSec_ = requestedTimeout(cfg) > 0 ? requestedTimeout(cfg) : config().timeoutSec;
   const auto& infos = bootstrap_->infos();
   layout_ = layoutFromInfos(infos);
   costModel_ = std::make_unique<CostModel>(layout_, jobLinkCosts(infos));
@@ -184,6 +192,7 @@ Status Comm::split(int color, int key, const strataConfig_t* cfg, std::unique_pt
                                               config().joinTimeoutSec, &bs));
   std::unique_ptr<Comm> c(new Comm());
   STRATA_RETURN_IF_ERROR(c->init(std::move(bs), cfg));
+  if (requestedTimeout(cfg) == 0) c->timeoutSec_ = timeoutSec_;  // a split keeps its parent's timeout
   *out = std::move(c);
   return OkStatus();
 }

@@ -58,6 +58,8 @@ class Comm : public strataComm {
   /// Deterministic mode (STRATA_DETERMINISTIC or the config's field, on any rank): reductions use
   /// the algorithms that sum every element in one balanced tree over the ranks in rank order.
   bool deterministic() const { return deterministic_; }
+  /// Seconds an operation may wait without progress: strataConfig_t::timeout, else STRATA_TIMEOUT.
+  double timeoutSec() const { return timeoutSec_; }
   /// More ranks of this communicator on this machine than cores this process may use: waits
   /// yield the core from the first poll instead of spinning.
   bool oversubscribed() const { return oversubscribed_; }
@@ -112,6 +114,7 @@ class Comm : public strataComm {
   std::vector<TunedChoice> tuned_;
   bool oversubscribed_ = false;
   bool deterministic_ = false;
+  double timeoutSec_ = 600;
   uint64_t splitCount_ = 0;
   std::string name_;
   std::unique_ptr<Bootstrap> bootstrap_;

@@ -418,8 +418,9 @@ Status runTasks(std::vector<std::vector<Task*>>& lists, RunScratch& scratch) {
         if (cur[li] >= lists[li].size()) continue;
         Task* t = lists[li][cur[li]];
         Status st = t->checkPeers();
-        if (st.ok() && now - idleStart > cfg.timeoutSec)
-          st = makeError(strataTimeout, "no progress for {} s (STRATA_TIMEOUT)", cfg.timeoutSec);
+        const double timeout = t->comm()->timeoutSec();
+        if (st.ok() && now - idleStart > timeout)
+          st = makeError(strataTimeout, "no progress for {} s (STRATA_TIMEOUT or the communicator's timeout)", timeout);
         if (!st.ok())
           failList(li, Status(st.code(), fmt::format("rank {}: {} failed: {}", t->comm()->rank(), t->describe(),
                                                      st.message())));

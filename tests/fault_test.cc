@@ -227,4 +227,33 @@ TEST(Timeout, SilentPeerTimesOutNamingIt) {
   for (auto c : comms) strataCommDestroy(c);
 }
 
+// strataConfig_t::timeout overrides STRATA_TIMEOUT for one communicator (the PyTorch backend
+// maps init_process_group(timeout=...) to it); its splits keep it.
+TEST(Timeout, ConfigTimeoutOverridesTheVariableAndSplitsKeepIt) {
+  ScopedEnv timeout("STRATA_TIMEOUT", "600");
+  strataUniqueId id;
+  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+  std::vector<strataComm_t> comms(2), halves(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      strataConfig_t cfg;
+      strataConfigInit(&cfg);
+      cfg.timeout = 1.0;
+      ASSERT_EQ(strataCommInitRankConfig(&comms[r], 2, id, r, &cfg), strataSuccess);
+      ASSERT_EQ(strataCommSplit(comms[r], 0, r, &halves[r], nullptr), strataSuccess);
+    });
+  for (auto& t : ts) t.join();
+  std::vector<float> buf(1000, 1.0f);
+  for (strataComm_t c : {comms[0], halves[0]}) {
+    const double start = now();
+    EXPECT_EQ(strataAllReduce(buf.data(), buf.data(), buf.size(), strataFloat32, strataSum, c), strataTimeout);
+    EXPECT_LT(now() - start, 4.0);
+    const std::string msg = strataGetLastError(c);
+    EXPECT_NE(msg.find("no progress for 1 s"), std::string::npos) << msg;
+  }
+  for (auto c : halves) strataCommDestroy(c);
+  for (auto c : comms) strataCommDestroy(c);
+}
+
 }  // namespace

@@ -91,6 +91,8 @@ typedef struct {
   const char* commName;  /**< shown in logs and errors; may be NULL */
   int splitShare;        /**< reserved */
   int deterministic;     /**< 1: deterministic reductions (see STRATA_DETERMINISTIC); 0: the variable decides */
+  double timeout;        /**< seconds an operation (and the join) may wait without progress before it
+                              fails with strataTimeout; 0: STRATA_TIMEOUT / STRATA_JOIN_TIMEOUT decide */
 } strataConfig_t;
 
 /** Fills `config` with defaults. */

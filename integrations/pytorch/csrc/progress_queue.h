@@ -1,0 +1,87 @@
+// progress_queue.h: the process group's background progress thread. Operations run on it one
+// at a time in issue order; each completes its Work (and the Work's future) when done.
+//
+// Sends and receives are held back and run together as one strata group, so that pairs like
+// "irecv from 1; isend to 1" on both ranks cannot deadlock: a batch starts when one of its Works
+// is waited on or polled, when a collective is issued after it, or when the group shuts down.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace strata_torch {
+
+class ProgressQueue;
+
+/// A Work completed by the progress thread. `outputs` become result() and the future's value.
+class StrataWork : public c10d::Work {
+ public:
+  StrataWork(int rank, c10d::OpType type, const char* profilingTitle, std::vector<at::Tensor> outputs,
+             const c10::optional<std::vector<at::Tensor>>& inputs, std::weak_ptr<ProgressQueue> queue);
+
+  bool isCompleted() override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  int sourceRank() const override { return sourceRank_; }
+
+  void setSourceRank(int r) { sourceRank_ = r; }
+  /// Called once by the progress thread: success when `error` is null.
+  void complete(std::exception_ptr error);
+
+ private:
+  void startDeferred();  ///< lets a held-back send/recv batch start (this Work may be in it)
+
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::weak_ptr<ProgressQueue> queue_;
+  int sourceRank_ = -1;
+};
+
+class ProgressQueue : public std::enable_shared_from_this<ProgressQueue> {
+ public:
+  using Step = std::function<void()>;  ///< runs on the progress thread; throws on failure
+
+  /// `runGroup(ops)` runs a batch of send/recv issue steps as one strata group (start, steps, end).
+  explicit ProgressQueue(std::function<void(const std::vector<Step>&)> runGroup);
+  ~ProgressQueue();
+
+  /// Queues a collective (after any held-back sends/receives). `run` then `work->complete`.
+  void post(Step run, c10::intrusive_ptr<StrataWork> work);
+  /// Holds back a send or receive: `issue` runs inside the batch's group, `after` once it ended.
+  void postP2P(Step issue, Step after, c10::intrusive_ptr<StrataWork> work);
+  /// Lets the held-back sends/receives start as one batch.
+  void flushP2P();
+  /// Runs everything queued, then stops the thread. Idempotent.
+  void shutdown();
+
+ private:
+  struct Job {
+    Step run;
+    std::vector<c10::intrusive_ptr<StrataWork>> works;
+  };
+  struct P2P {
+    Step issue, after;
+    c10::intrusive_ptr<StrataWork> work;
+  };
+  void flushLocked();
+  void loop();
+
+  std::function<void(const std::vector<Step>&)> runGroup_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  std::vector<P2P> pending_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace strata_torch
