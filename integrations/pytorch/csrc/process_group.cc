@@ -3,6 +3,8 @@
 // tensor is not contiguous, and queues one step that calls strata on the progress thread. Data
 // that is only moved (broadcast, gathers, all-to-all, send/recv) travels as bytes, so every
 // dtype works; reductions map dtypes and ops in tensor_types.cc.
+#include <Python.h>  // first, as Python asks: the destructor lets go of the GIL
+
 #include "process_group.h"
 
 #include <cstring>
@@ -88,11 +90,15 @@ ProcessGroupStrata::ProcessGroupStrata(const c10::intrusive_ptr<c10d::Store>& st
 }
 
 ProcessGroupStrata::~ProcessGroupStrata() {
+  // Python drops the group with the GIL held; the progress thread may need the GIL to release the
+  // last reference to a tensor it ran on. Let go of it while the queue drains.
+  PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
   queue_->shutdown();
   strataResult_t async = strataSuccess;
   strataCommGetAsyncError(comm_, &async);
   if (async != strataSuccess) strataCommAbort(comm_);
   else strataCommDestroy(comm_);
+  if (saved) PyEval_RestoreThread(saved);
 }
 
 void ProcessGroupStrata::check(strataResult_t rc, const char* what) const {
@@ -305,15 +311,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::_allgather_base(at::Tensor& o
 c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  if (outputLists.size() != inputs.size())
-    throw std::invalid_argument("strata all_gather_coalesced: " + std::to_string(inputs.size()) + " inputs but " +
-                                std::to_string(outputLists.size()) + " output lists");
+  // outputLists[r][i] receives rank r's inputs[i].
+  if (outputLists.size() != static_cast<size_t>(size_))
+    throw std::invalid_argument("strata all_gather_coalesced: expected one output list per rank (" +
+                                std::to_string(size_) + "), got " + std::to_string(outputLists.size()));
   int64_t bytes = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    checkCpuDense(inputs[i], "all_gather_coalesced");
-    checkCount(outputLists[i], static_cast<size_t>(size_), "all_gather_coalesced", "output");
-    checkSameShape(outputLists[i], inputs[i], "all_gather_coalesced", "output");
-    bytes += static_cast<int64_t>(nbytes(inputs[i]));
+  for (const auto& in : inputs) {
+    checkCpuDense(in, "all_gather_coalesced");
+    bytes += static_cast<int64_t>(nbytes(in));
+  }
+  for (const auto& l : outputLists) {
+    checkCount(l, inputs.size(), "all_gather_coalesced", "output (per rank)");
+    for (size_t i = 0; i < inputs.size(); ++i) checkSameShape({l[i]}, inputs[i], "all_gather_coalesced", "output");
   }
   // Every input's bytes in one buffer, gathered in one call.
   at::Tensor send = at::empty({bytes}, at::kByte), recv = at::empty({bytes * size_}, at::kByte);
@@ -333,9 +342,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allgather_coalesced(
                    for (int r = 0; r < size_; ++r) {
                      off = r * bytes;
                      for (size_t i = 0; i < inputs.size(); ++i) {
-                       at::Tensor& o = outputLists[i][r];
+                       at::Tensor& o = outputLists[r][i];
                        const int64_t nb = static_cast<int64_t>(nbytes(o));
-                       if (nb) o.copy_(recv.narrow(0, off, nb).view(o.scalar_type()).view(o.sizes()));
+                       if (nb) {
+                         at::Tensor dst = staging(o);
+                         std::memcpy(dst.data_ptr(), static_cast<const char*>(recv.data_ptr()) + off, nb);
+                         copyBack(o, dst);
+                       }
                        off += nb;
                      }
                    }

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# run.sh: trains the DDP example for 100 steps with gloo and with strata under torchrun and
+# compares them: the largest loss difference (must be float rounding) and the step-time ratio.
+#   examples/torch_ddp/run.sh [nproc=2] [build dir=build]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+nproc="${1:-2}"
+build="$(cd "${2:-$here/../../build}" && pwd)"
+export PYTHONPATH="$build/integrations/pytorch${PYTHONPATH:+:$PYTHONPATH}"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+for b in gloo strata; do
+  /usr/bin/python3 -m torch.distributed.run --nproc_per_node "$nproc" --master_port "$((29400 + RANDOM % 1000))" \
+    "$here/ddp_train.py" --backend "$b" --out "$out/$b.txt" 2>&1 | grep -v -E "^(WARNING|\*+|Setting OMP)"
+done
+/usr/bin/python3 - "$out/gloo.txt" "$out/strata.txt" <<'PY'
+import sys
+g = [l.split() for l in open(sys.argv[1])]
+s = [l.split() for l in open(sys.argv[2])]
+diff = max(abs(float(a[1]) - float(b[1])) / max(abs(float(a[1])), 1e-30) for a, b in zip(g, s))
+med = lambda rows: sorted(float(r[2]) for r in rows)[len(rows) // 2]
+print(f"losses over {len(g)} steps: largest relative difference gloo vs strata {diff:.2e}")
+print(f"median step: gloo {med(g) * 1e3:.1f} ms, strata {med(s) * 1e3:.1f} ms, strata {med(g) / med(s):.2f}x faster")
+sys.exit(0 if diff < 1e-5 else 1)
+PY
