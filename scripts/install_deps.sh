@@ -10,5 +10,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config libibverbs-dev libucx-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   libcli11-dev nlohmann-json3-dev libfmt-dev libhwloc-dev gnuplot-nox graphviz iproute2 \
-  openmpi-bin libopenmpi-dev libgloo-dev python3 python3-matplotlib >/dev/null
+  openmpi-bin libopenmpi-dev libgloo-dev python3 python3-matplotlib \
+  python3-torch libtorch-dev >/dev/null
 echo "install_deps: done"

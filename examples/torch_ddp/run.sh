@@ -10,9 +10,13 @@ export PYTHONPATH="$build/integrations/pytorch${PYTHONPATH:+:$PYTHONPATH}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
+# torchrun (torch.distributed.run). Debian's PyTorch 1.13 under Python 3.11 cannot parse the default
+# "--redirects 0" (IntFlag no longer iterates the zero member), so stdout is teed through a log dir.
 for b in gloo strata; do
   /usr/bin/python3 -m torch.distributed.run --nproc_per_node "$nproc" --master_port "$((29400 + RANDOM % 1000))" \
-    "$here/ddp_train.py" --backend "$b" --out "$out/$b.txt" 2>&1 | grep -v -E "^(WARNING|\*+|Setting OMP)"
+    --redirects 1 --tee 1 --log_dir "$out/logs-$b" \
+    "$here/ddp_train.py" --backend "$b" --out "$out/$b.txt" 2>&1 | grep -v -E "^(WARNING|\*+|Setting OMP)" || true
+  test -s "$out/$b.txt" || { echo "run.sh: the $b run wrote no losses" >&2; exit 1; }
 done
 /usr/bin/python3 - "$out/gloo.txt" "$out/strata.txt" <<'PY'
 import sys
