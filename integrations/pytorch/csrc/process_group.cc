@@ -54,7 +54,7 @@ at::Tensor block(const at::Tensor& buf, int64_t i, const at::Tensor& like) {
 
 ProcessGroupStrata::ProcessGroupStrata(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                        std::chrono::milliseconds timeout)
-    : ProcessGroup(rank, size), store_(store) {
+    : ProcessGroup(rank, size), store_(store), timeout_(timeout) {
   strataUniqueId id;
   if (rank == 0) {
     check(strataGetUniqueId(&id), "init");
@@ -103,6 +103,10 @@ ProcessGroupStrata::~ProcessGroupStrata() {
 
 void ProcessGroupStrata::check(strataResult_t rc, const char* what) const {
   if (rc == strataSuccess) return;
+  if (rc == strataTimeout)  // worded as Gloo's and NCCL's timeouts are, which callers match on
+    throw std::runtime_error(std::string("strata ") + what + " on rank " + std::to_string(rank_) +
+                             ": Timed out after " + std::to_string(timeout_.count()) +
+                             " ms without progress (the group's timeout): " + lastError(rc, comm_));
   throw std::runtime_error(std::string("strata ") + what + " failed on rank " + std::to_string(rank_) + ": " +
                            lastError(rc, comm_));
 }

@@ -74,6 +74,7 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
   void checkPeer(int peer, const char* what) const;
 
   c10::intrusive_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
   strataComm_t comm_ = nullptr;
   std::shared_ptr<ProgressQueue> queue_;
 };
