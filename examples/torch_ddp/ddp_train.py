@@ -22,8 +22,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--backend", default="strata")
     p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--width", type=int, default=1024, help="hidden width (parameters ~ 3 * width^2)")
-    p.add_argument("--batch", type=int, default=8, help="samples per rank per step")
+    p.add_argument("--width", type=int, default=2048, help="hidden width (parameters ~ 3 * width^2)")
+    p.add_argument("--batch", type=int, default=4, help="samples per rank per step")
     p.add_argument("--out", help="rank 0 writes its per-step lines here")
     a = p.parse_args()
     if a.backend == "strata":
