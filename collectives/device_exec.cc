@@ -1,6 +1,7 @@
 // device_exec.cc: the CUDA path of the executor (see device_exec.h): buffer classification,
 // per-communicator device connections (arena exchange over the bootstrap, CUDA IPC or direct
-// pointers), stream-ordered enqueueing of planned kernels, and the watchdog.
+// pointers, the network proxy for peers on other nodes), stream-ordered enqueueing of planned
+// kernels, and the watchdog.
 #include "collectives/device_exec.h"
 #include "transport/shared_buffers.h"
 
@@ -19,6 +20,7 @@
 
 #include "collectives/comm.h"
 #include "collectives/device_plan.h"
+#include "collectives/device_proxy.h"
 #include "kernels/device/device_launch.h"
 #include "kernels/host_reduce.h"
 #include "transport/config.h"
@@ -58,7 +60,32 @@ struct ArenaInfo {
   uint64_t hostHash = 0, processHash = 0;
   uint64_t total = 0, slotBytes = 0, llSlotBytes = 0;
   int32_t device = -1, pid = 0, nch = 0, ok = 0;
+  int32_t proxied = 0;  ///< peers this rank reaches through the network proxy
   char error[192] = {};
+};
+
+/// The proxy's shadows: pinned host memory mapped into the device address space, which kernels
+/// read and write over the bus and the proxy thread hands to the network transports.
+class PinnedMappedMemory final : public ProxyMemory {
+ public:
+  Status alloc(size_t bytes, char** host, char** device) override {
+    void* h = nullptr;
+    STRATA_CUDA_TRY(cudaHostAlloc(&h, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(h, 0, bytes);
+    void* d = nullptr;
+    const cudaError_t e = cudaHostGetDevicePointer(&d, h, 0);
+    if (e != cudaSuccess) {
+      cudaFreeHost(h);
+      return cudaFailure(e, "cudaHostGetDevicePointer (device proxy shadows)");
+    }
+    *host = static_cast<char*>(h);
+    *device = static_cast<char*>(d);
+    return OkStatus();
+  }
+  void free(char* host) override {
+    cudaFreeHost(host);
+    cudaGetLastError();
+  }
 };
 
 bool isCapturing(cudaStream_t s) {
@@ -84,6 +111,7 @@ struct DeviceState {
   cudaStream_t setupStream = nullptr;
   std::vector<cudaEvent_t> joinEvents;  ///< for groups whose operations use several streams
   std::vector<int> peerPids;            ///< pid per rank when it is another process of this machine, else 0
+  std::unique_ptr<DeviceProxy> proxy;   ///< peers on other nodes (null when every peer is mapped)
   DevPlanParams params;
   std::vector<DevLaunch> launches;
   std::vector<DevP2P> p2p;
@@ -110,6 +138,14 @@ struct DeviceState {
 
   void raiseAbort() {
     if (flags) __atomic_store_n(&flags[0], 1u, __ATOMIC_RELEASE);
+  }
+  /// Enqueued device work has not completed yet.
+  bool workPending() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!haveLast) return false;
+    const cudaError_t q = cudaEventQuery(lastEvent);
+    if (q != cudaSuccess && q != cudaErrorNotReady) cudaGetLastError();
+    return q == cudaErrorNotReady;
   }
   void watch();
   ~DeviceState();
@@ -179,6 +215,7 @@ DeviceState::~DeviceState() {
     }
     cudaGetLastError();
   }
+  proxy.reset();  // sends what the kernels posted, says goodbye; then its shadows go
   for (char* p : opened) cudaIpcCloseMemHandle(p);
   if (conns) cudaFree(conns);
   if (scratch) cudaFree(scratch);
@@ -284,6 +321,10 @@ Status setupDevice(Comm& c, int device, std::unique_ptr<DeviceState, DeviceState
   mine.slotBytes = s->layout.slotBytes;
   mine.llSlotBytes = s->layout.llSlotBytes;
   mine.total = s->layout.totalBytes();
+  // Peers the host path reaches over the network (other nodes, virtual nodes, or every peer under
+  // STRATA_TRANSPORT=tcp) cannot be mapped: their connections go through the network proxy.
+  const std::vector<uint8_t> proxied = proxiedPeers(c.transports(), n);
+  for (uint8_t x : proxied) mine.proxied += x;
   Status local = [&]() -> Status {
     STRATA_CUDA_TRY(cudaStreamCreateWithFlags(&s->setupStream, cudaStreamNonBlocking));
     STRATA_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&s->flags), 64, cudaHostAllocMapped | cudaHostAllocPortable));
@@ -309,18 +350,24 @@ Status setupDevice(Comm& c, int device, std::unique_ptr<DeviceState, DeviceState
     if (all[p].nch != mine.nch || all[p].slotBytes != mine.slotBytes || all[p].llSlotBytes != mine.llSlotBytes)
       return invalidUsage("rank {} uses different STRATA_CUDA_CHANNELS/SLOT_BYTES/LL_SLOT_BYTES than rank {}; set them "
                           "alike on every rank", p, r);
-    if (all[p].hostHash != mine.hostHash)
-      return invalidUsage("device collectives: rank {} is on another machine than rank {}; moving device buffers "
-                          "between machines needs the network proxy, which this build of strata does not have",
-                          p, r);
+    if (all[p].hostHash != mine.hostHash && !proxied[p])
+      return internalError("device collectives: rank {} is on another machine than rank {} but not reached over "
+                           "the network", p, r);
   }
+  bool anyProxied = false;
+  for (int p = 0; p < n; ++p) anyProxied = anyProxied || all[p].proxied > 0;
+  s->params.simpleOnly = anyProxied;  // the proxy forwards whole Simple steps (device_plan.h)
+  if (anyProxied && r == 0 && cfg.cudaProto == "ll")
+    log::warn("STRATA_CUDA_PROTO=ll does not apply: peers on other nodes go through the network proxy, which "
+              "carries the Simple protocol only");
   std::vector<char*> bases(static_cast<size_t>(n), nullptr);
   s->peerPids.assign(static_cast<size_t>(n), 0);
   bases[r] = s->arena;
+  std::vector<dev::PeerConn> conns(static_cast<size_t>(s->layout.nch) * n);
   cudaThreadExchangeStreamCaptureMode(&mode);
   Status mapped = [&]() -> Status {
     for (int p = 0; p < n; ++p) {
-      if (p == r) continue;
+      if (p == r || proxied[p]) continue;
       if (all[p].processHash == mine.processHash) {
         bases[p] = reinterpret_cast<char*>(all[p].base);
         if (all[p].device != device) {
@@ -341,12 +388,8 @@ Status setupDevice(Comm& c, int device, std::unique_ptr<DeviceState, DeviceState
         s->peerPids[p] = all[p].pid;
       }
     }
-    std::vector<dev::PeerConn> conns(static_cast<size_t>(s->layout.nch) * n);
     s->layout.buildConns(r, bases.data(), conns.data());
     STRATA_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&s->conns), conns.size() * sizeof(dev::PeerConn)));
-    STRATA_CUDA_TRY(cudaMemcpyAsync(s->conns, conns.data(), conns.size() * sizeof(dev::PeerConn), cudaMemcpyHostToDevice,
-                                    s->setupStream));
-    STRATA_CUDA_TRY(cudaStreamSynchronize(s->setupStream));
     return OkStatus();
   }();
   cudaThreadExchangeStreamCaptureMode(&mode);
@@ -359,9 +402,45 @@ Status setupDevice(Comm& c, int device, std::unique_ptr<DeviceState, DeviceState
   for (int p = 0; p < n; ++p)
     if (!oks[p]) return Status(strataUnhandledCudaError, fmt::format("rank {} could not map its peers' device memory", p));
   DeviceState* raw = s.get();
+  // The proxy (collective: every rank takes part when any rank has a proxied peer), then the
+  // connection table, which points proxied connections at its shadows.
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  Status wired = [&]() -> Status {
+    if (anyProxied) {
+      ProxyGeometry g;
+      g.rank = r;
+      g.nranks = n;
+      g.nch = s->layout.nch;
+      g.slotBytes = s->layout.slotBytes;
+      ProxyHooks hooks;
+      hooks.abortFlag = s->flags;
+      hooks.onError = [raw](const Status& failure) {
+        raw->comm->fail(failure);
+        raw->raiseAbort();
+      };
+      hooks.busy = [raw] { return raw->workPending(); };
+      STRATA_RETURN_IF_ERROR(DeviceProxy::create(c.bootstrap(), c.layout(), g, proxied,
+                                                 std::make_unique<PinnedMappedMemory>(), std::move(hooks), &s->proxy));
+      s->proxy->wire(conns.data());
+    }
+    STRATA_CUDA_TRY(cudaMemcpyAsync(s->conns, conns.data(), conns.size() * sizeof(dev::PeerConn),
+                                    cudaMemcpyHostToDevice, s->setupStream));
+    STRATA_CUDA_TRY(cudaStreamSynchronize(s->setupStream));
+    return OkStatus();
+  }();
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  okMine = wired.ok() ? 1 : 0;
+  st = c.bootstrap().allGather(&okMine, oks.data(), sizeof(int));
+  if (!st.ok()) return st;
+  if (!wired.ok()) return wired;
+  for (int p = 0; p < n; ++p)
+    if (!oks[p]) return Status(strataUnhandledCudaError, fmt::format("rank {} could not set up its device proxy", p));
   s->watchdog = std::thread([raw] { raw->watch(); });
-  log::info("rank {}: device connections ready on CUDA device {} ({} channels, {} KiB arena)", r, device,
-            s->layout.nch, mine.total >> 10);
+  log::info("rank {}: device connections ready on CUDA device {} ({} channels, {} KiB arena{})", r, device,
+            s->layout.nch, mine.total >> 10,
+            s->proxy ? fmt::format("; {} peers through the network proxy, {} KiB of pinned host memory", mine.proxied,
+                                   s->proxy->layout().totalBytes() >> 10)
+                     : std::string());
   *out = std::move(s);
   return OkStatus();
 }
@@ -484,6 +563,12 @@ Status enqueueDeviceOps(Comm& c, const std::vector<DeviceOp>& ops) {
     }
   }
   if (!s->p2p.empty()) STRATA_RETURN_IF_ERROR(planDeviceP2P(s->params, s->p2p, &s->launches));
+  if (s->proxy)  // proxied connections have no LL slots: a kernel using them would fault
+    for (const DevLaunch& l : s->launches) {
+      bool ll = l.work.coll != dev::Coll::P2P && l.work.proto == dev::Proto::LL;
+      for (int i = 0; i < l.work.nops; ++i) ll = ll || l.work.ops[i].proto == dev::Proto::LL;
+      if (ll) return internalError("device launch with the LL protocol on a communicator with proxied peers");
+    }
 
   std::lock_guard<std::mutex> lock(s->mu);
   // Streams join the leader; the leader follows this communicator's previous operation.
@@ -507,9 +592,11 @@ Status enqueueDeviceOps(Comm& c, const std::vector<DeviceOp>& ops) {
     l.work.conns = s->conns;
     l.work.abortFlag = s->flags;
     l.work.errorFlag = s->flags + 1;
+    if (s->proxy) s->proxy->wantLaunch(l.work);  // connect send/recv peers before the kernel needs them
     const int e = dev::launchWork(l.work, l.blocks, s->threads, leader);
     if (e != 0) return cudaFailure(static_cast<cudaError_t>(e), "collective kernel launch");
   }
+  if (s->proxy) s->proxy->kick();
   if (capturing) return OkStatus();
   STRATA_CUDA_TRY(cudaEventRecord(s->lastEvent, leader));
   for (cudaStream_t o : others) STRATA_CUDA_TRY(cudaStreamWaitEvent(o, s->lastEvent, 0));

@@ -27,6 +27,7 @@ DevPlanParams DevPlanParams::fromConfig(int rank, int nranks) {
 namespace {
 
 dev::Proto chooseProto(const DevPlanParams& p, uint64_t bytes) {
+  if (p.simpleOnly) return dev::Proto::Simple;
   if (p.proto == "ll") return dev::Proto::LL;
   if (p.proto == "simple") return dev::Proto::Simple;
   return bytes <= p.llMaxBytes ? dev::Proto::LL : dev::Proto::Simple;

@@ -22,6 +22,10 @@ struct DevPlanParams {
   uint64_t slotBytes = 128 << 10, llSlotBytes = 32 << 10;
   uint64_t llMaxBytes = 64 << 10, treeMaxBytes = 32 << 10;
   std::string algo = "auto", proto = "auto";
+  /// Some peer is on another node (reached through the network proxy): Simple only, since the
+  /// proxy forwards whole steps announced by the head counter and LL has none (its per-line flags
+  /// would make a partly forwarded slot look complete line by line). The same on every rank.
+  bool simpleOnly = false;
   /// From the configuration registry (STRATA_CUDA_*).
   static DevPlanParams fromConfig(int rank, int nranks);
 };

@@ -86,6 +86,7 @@ Connection* CommTransports::openSlow(int peer) {
         break;
       }
       case PeerKind::Self:
+      case PeerKind::None:
         return nullptr;
     }
     lazy = std::make_unique<LazyConnection>(peer, name, std::move(opener));
@@ -97,7 +98,7 @@ Connection* CommTransports::openSlow(int peer) {
   return lazy.get();
 }
 
-Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTransports* out) {
+Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTransports* out, bool networkOnly) {
   const Config& cfg = config();
   const int me = bs.rank(), n = bs.nranks();
   const auto& infos = bs.infos();
@@ -121,6 +122,7 @@ Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTr
       k = c == NetChoice::Tcp ? PeerKind::Tcp : PeerKind::Net;
       if (c != NetChoice::Tcp) netChoice = c;
     }
+    else if (networkOnly) k = PeerKind::None;
     else if (infos[p].processHash == infos[me].processHash) k = PeerKind::Threads;
     else k = PeerKind::Shm;
     anyThreads |= k == PeerKind::Threads;
@@ -130,14 +132,15 @@ Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTr
   }
   if (std::count(out->kind_.begin(), out->kind_.end(), PeerKind::Net) > 0) {
     STRATA_RETURN_IF_ERROR(createNetTransport(netChoice, me, &out->net_));
-    if (me == 0)
+    if (me == 0 && !networkOnly)
       log::info("rank {}: {} between nodes ({})", me, netChoiceName(netChoice),
                 cfg.transport == "auto" ? "auto: RDMA devices and UCX on both ends" : "STRATA_TRANSPORT");
-  } else if (remote > 0 && me == 0) {
+  } else if (remote > 0 && me == 0 && !networkOnly) {
     log::info("rank 0: tcp between nodes ({})", cfg.transport == "tcp" ? "STRATA_TRANSPORT=tcp"
                                                   : "no RDMA device on both ends: strata's tcp measured faster "
                                                     "than UCX's tcp");
   }
+  if (networkOnly) return OkStatus();
   // Let same-machine peers read our buffers under Yama's ptrace restrictions (scope 1).
   if (anyShm && cfg.localCma) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   if (anyThreads || anyShm) {

@@ -20,13 +20,14 @@
 
 namespace strata {
 
-enum class PeerKind : uint8_t { Self, Threads, Shm, Tcp, Net };
+/// None: a same-node peer of a network-only set of transports (it gets no connection).
+enum class PeerKind : uint8_t { Self, Threads, Shm, Tcp, Net, None };
 
 class CommTransports {
  public:
   ~CommTransports();
-  /// The connection to `peer` (not this rank), made on first use. Never null; a connection that
-  /// could not be opened reports why from progress().
+  /// The connection to `peer` (not this rank), made on first use. Never null (but for a None
+  /// peer); a connection that could not be opened reports why from progress().
   Connection* conn(int peer) {
     Connection* c = open_[static_cast<size_t>(peer)];
     return c ? c : openSlow(peer);
@@ -39,7 +40,8 @@ class CommTransports {
   PeerKind kind(int peer) const { return kind_[static_cast<size_t>(peer)]; }
 
  private:
-  friend Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTransports* out);
+  friend Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTransports* out,
+                                bool networkOnly);
   Connection* openSlow(int peer);
 
   Bootstrap* bs_ = nullptr;
@@ -56,7 +58,10 @@ class CommTransports {
 };
 
 /// Classifies the peers and creates this rank's endpoint; a collective over `bs` (one barrier).
-/// `bs` and `layout` must outlive `out`.
-Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTransports* out);
+/// `bs` and `layout` must outlive `out`. `networkOnly`: only the peers this rank reaches over the
+/// network get connections (the others are None): no endpoint, no barrier, nothing collective.
+/// The device proxy uses such a set over a bootstrap of its own.
+Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTransports* out,
+                       bool networkOnly = false);
 
 }  // namespace strata

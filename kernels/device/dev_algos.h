@@ -9,12 +9,12 @@
 
 #include <cstdint>
 
+#include "kernels/device/dev_peers.h"
 #include "kernels/device/dev_prims.h"
 #include "kernels/device/dev_work.h"
 
 namespace strata::dev {
 
-STRATA_HD_INLINE int mod(int a, int n) { return ((a % n) + n) % n; }
 STRATA_HD_INLINE uint32_t dtypeBytes(uint8_t t) {
   switch (t) {
     case 0: case 1: case 10: case 11: return 1;
@@ -134,10 +134,9 @@ class Algorithms {
     channelPart(w_.count, block_, w_.nch, unit, &off, &cnt);
     if (n == 1) return localCopy(in(off), out(off), cnt);
     // Binary heap over virtual ranks v = rank - c: channel c is rooted at rank c mod n.
-    const int shift = block_ % n, v = mod(w_.rank - shift, n);
-    auto real = [&](int vv) { return vv < n ? mod(vv + shift, n) : -1; };
-    const int parent = v == 0 ? -1 : real((v - 1) / 2);
-    const Peers kids = Peers::two(real(2 * v + 1), real(2 * v + 2)), none = Peers::none();
+    int parent, kid0, kid1;
+    treeLinks(w_.rank, n, block_, &parent, &kid0, &kid1);
+    const Peers kids = Peers::two(kid0, kid1), none = Peers::none();
     const uint64_t chunk = prims_.chunkElems(esize_);
     for (uint64_t b = 0; b < cnt; b += chunk) {
       const uint64_t len = cnt - b < chunk ? cnt - b : chunk;

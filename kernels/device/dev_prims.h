@@ -120,6 +120,9 @@ class Prims {
     for (int i = 0; i < send.n; ++i) {
       const PeerConn& pc = conns_[send.p[i]];
       io.dst[io.ndst++] = pc.sendSimple + (*pc.sendStep % kSteps) * w_.slotBytes;
+      // A proxied peer's proxy learns the step's size; the head's release (post) publishes it.
+      // (The slot's previous step was consumed, so the proxy has read its size already.)
+      if (pc.sendSizes && ex_.tid() == 0) pc.sendSizes[*pc.sendStep % kSteps] = n * esize;
     }
     ex_.sync();  // every thread has read the counters before thread 0 advances them
     if (io.nsrc > 0) reduceCopy(ex_.tid(), ex_.nthreads(), io, n, esize, c);

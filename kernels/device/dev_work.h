@@ -24,6 +24,9 @@ enum class Coll : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Redu
 /// returns credits by writing the peer's `sendTail` through `recvTailRemote`.
 /// Sending: the mirror image. Step counters persist across kernels in this rank's arena, so
 /// launches (and CUDA graph replays) continue where the previous one stopped.
+/// A peer on another node (collectives/device_proxy.h) has no mapped arena: every pointer but the
+/// step counters then points into this rank's proxy shadows (GPU-visible host memory), the LL
+/// pointers are null (Simple only), and `sendSizes` tells the proxy how many bytes each step holds.
 struct PeerConn {
   char* recvSimple = nullptr;        ///< kSteps * slotBytes, written by the peer
   uint64_t* recvLL = nullptr;        ///< kSteps * llSlotBytes of 16-byte lines, written by the peer
@@ -35,6 +38,7 @@ struct PeerConn {
   uint64_t* sendHeadRemote = nullptr;  ///< the peer's recvHead for us
   uint64_t* sendTail = nullptr;      ///< the peer's consumed count, local
   uint64_t* sendStep = nullptr;      ///< local persistent send counter
+  uint64_t* sendSizes = nullptr;     ///< proxied peers only: bytes of step s at [s % kSteps], set before the head
 };
 
 enum class OpKind : uint8_t { Send, Recv, Copy };
@@ -95,7 +99,9 @@ struct ArenaLayout {
   uint64_t totalBytes() const { return entries() * (kCtrlBytes + kSteps * (slotBytes + llSlotBytes)); }
 
   /// Fills conns[c * nranks + p] for `rank`, given every rank's arena as this rank addresses it
-  /// (its own pointer, a peer-mapped pointer, or a CUDA IPC mapping). Entries for p == rank stay empty.
+  /// (its own pointer, a peer-mapped pointer, or a CUDA IPC mapping). Entries for p == rank stay
+  /// empty; for a peer whose arena is null (on another node) only the local step counters are
+  /// set, and the network proxy fills the rest.
   void buildConns(int rank, char* const* arenas, PeerConn* conns) const {
     for (int c = 0; c < nch; ++c)
       for (int p = 0; p < nranks; ++p) {
@@ -106,16 +112,17 @@ struct ArenaLayout {
         auto ctrl = [&](char* base, uint64_t e, int word) {
           return reinterpret_cast<uint64_t*>(base + ctrlOffset(e)) + word;
         };
+        pc.recvStep = ctrl(arenas[rank], mine, kRecvStep);
+        pc.sendStep = ctrl(arenas[rank], mine, kSendStep);
+        if (!arenas[p]) continue;
         pc.recvSimple = arenas[rank] + simpleOffset(mine);
         pc.recvLL = reinterpret_cast<uint64_t*>(arenas[rank] + llOffset(mine));
         pc.recvHead = ctrl(arenas[rank], mine, kHead);
-        pc.recvStep = ctrl(arenas[rank], mine, kRecvStep);
         pc.recvTailRemote = ctrl(arenas[p], theirs, kTail);
         pc.sendSimple = arenas[p] + simpleOffset(theirs);
         pc.sendLL = reinterpret_cast<uint64_t*>(arenas[p] + llOffset(theirs));
         pc.sendHeadRemote = ctrl(arenas[p], theirs, kHead);
         pc.sendTail = ctrl(arenas[rank], mine, kTail);
-        pc.sendStep = ctrl(arenas[rank], mine, kSendStep);
       }
   }
 };
