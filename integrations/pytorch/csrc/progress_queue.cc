@@ -3,25 +3,8 @@
 
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
-#include <sched.h>
-
-#include <chrono>
 
 namespace strata_torch {
-
-namespace {
-constexpr int kSpinMicros = 50;  ///< about the time Python takes to issue the next call
-}
-
-bool spinBriefly(const std::function<bool()>& ready, int micros) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0;; ++i) {
-    if (ready()) return true;
-    const auto waited = std::chrono::steady_clock::now() - start;
-    if (waited > std::chrono::microseconds(micros)) return false;
-    if (waited > std::chrono::microseconds(5)) sched_yield();  // ranks may outnumber cores
-  }
-}
 
 StrataWork::StrataWork(int rank, c10d::OpType type, const char* profilingTitle, std::vector<at::Tensor> outputs,
                        const c10::optional<std::vector<at::Tensor>>& inputs, std::weak_ptr<ProgressQueue> queue)
@@ -41,13 +24,11 @@ bool StrataWork::isCompleted() {
 
 bool StrataWork::wait(std::chrono::milliseconds timeout) {
   startDeferred();
-  spinBriefly([this] { return done_.load(std::memory_order_acquire); }, kSpinMicros);
   return c10d::Work::wait(timeout);
 }
 
 void StrataWork::complete(std::exception_ptr error) {
   finish(error);
-  done_.store(true, std::memory_order_release);
   // The future's callbacks (DDP comm hooks) run here, on the progress thread, outside any lock.
   if (error) future_->setError(error);
   else future_->markCompleted(c10::IValue(outputs_));
@@ -63,7 +44,6 @@ void ProgressQueue::post(Step run, c10::intrusive_ptr<StrataWork> work) {
     std::lock_guard<std::mutex> lock(mu_);
     flushLocked();
     jobs_.push_back(Job{std::move(run), {std::move(work)}});
-    queued_.store(jobs_.size(), std::memory_order_release);
   }
   cv_.notify_one();
 }
@@ -98,7 +78,6 @@ void ProgressQueue::flushLocked() {
       if (a) a();
   };
   jobs_.push_back(std::move(job));
-  queued_.store(jobs_.size(), std::memory_order_release);
 }
 
 void ProgressQueue::shutdown() {
@@ -118,14 +97,12 @@ void ProgressQueue::shutdown() {
 void ProgressQueue::loop() {
   for (;;) {
     Job job;
-    spinBriefly([this] { return queued_.load(std::memory_order_acquire) > 0; }, kSpinMicros);
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
       if (jobs_.empty()) return;  // stopped and drained
       job = std::move(jobs_.front());
       jobs_.pop_front();
-      queued_.store(jobs_.size(), std::memory_order_release);
     }
     std::exception_ptr error;
     try {

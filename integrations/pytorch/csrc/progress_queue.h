@@ -9,7 +9,6 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -45,12 +44,7 @@ class StrataWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::weak_ptr<ProgressQueue> queue_;
   int sourceRank_ = -1;
-  std::atomic<bool> done_{false};  ///< set before finish(): wait() polls it briefly before sleeping
 };
-
-/// Polls `ready` for up to `micros`, yielding the core after the first few: a wait that ends
-/// within microseconds (a small collective) skips two thread wake-ups; a longer one sleeps.
-bool spinBriefly(const std::function<bool()>& ready, int micros);
 
 class ProgressQueue : public std::enable_shared_from_this<ProgressQueue> {
  public:
@@ -85,7 +79,6 @@ class ProgressQueue : public std::enable_shared_from_this<ProgressQueue> {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> jobs_;
-  std::atomic<size_t> queued_{0};  ///< jobs_.size(), read without the lock while the thread spins
   std::vector<P2P> pending_;
   bool stop_ = false;
   std::thread thread_;
