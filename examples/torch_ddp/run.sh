@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run.sh: trains the DDP example for 100 steps with gloo and with strata under torchrun and
-# compares them: the largest loss difference (must be float rounding) and the step-time ratio.
+# compares them: the largest loss difference (the first 20 steps must agree to float rounding) and
+# the step-time ratio.
 #   examples/torch_ddp/run.sh [nproc=2] [build dir=build]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -22,9 +23,14 @@ done
 import sys
 g = [l.split() for l in open(sys.argv[1])]
 s = [l.split() for l in open(sys.argv[2])]
-diff = max(abs(float(a[1]) - float(b[1])) / max(abs(float(a[1])), 1e-30) for a, b in zip(g, s))
+rel = [abs(float(a[1]) - float(b[1])) / max(abs(float(a[1])), 1e-30) for a, b in zip(g, s)]
 med = lambda rows: sorted(float(r[2]) for r in rows)[len(rows) // 2]
-print(f"losses over {len(g)} steps: largest relative difference gloo vs strata {diff:.2e}")
+# Two backends sum gradients in different orders once there are more than 2 ranks: losses then
+# differ by float rounding (~1e-7), which training amplifies over the steps. The first 20 steps
+# must agree to rounding; the whole run is reported.
+early = max(rel[:20])
+print(f"losses, gloo vs strata: largest relative difference {early:.2e} in the first 20 steps, "
+      f"{max(rel):.2e} over all {len(rel)}")
 print(f"median step: gloo {med(g) * 1e3:.1f} ms, strata {med(s) * 1e3:.1f} ms, strata {med(g) / med(s):.2f}x faster")
-sys.exit(0 if diff < 1e-5 else 1)
+sys.exit(0 if early < 1e-5 else 1)
 PY
