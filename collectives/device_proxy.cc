@@ -50,21 +50,6 @@ constexpr int kCreditRing = 4;
 constexpr int kMinSliceUs = 20, kActiveSliceUs = 1000, kIdleSliceUs = 20000;
 constexpr double kDeepIdleSec = 1.0;  ///< no progress and no kick for this long: longer sleeps
 
-Transfer sendOf(const void* p, size_t bytes) {
-  Transfer t;
-  t.kind = Transfer::Send;
-  t.src = p;
-  t.bytes = bytes;
-  return t;
-}
-Transfer recvOf(void* p, size_t bytes) {
-  Transfer t;
-  t.kind = Transfer::Recv;
-  t.dst = p;
-  t.bytes = bytes;
-  return t;
-}
-
 class HostMemory final : public ProxyMemory {
  public:
   Status alloc(size_t bytes, char** host, char** device) override {
@@ -343,7 +328,7 @@ Status DeviceProxy::handleMessage(Link& l) {
       if (m.bytes > 0) {
         const uint64_t slot = m.step % dev::kSteps;
         t = &ch->in[slot];
-        *t = recvOf(ch->recvSlots + slot * g_.slotBytes, m.bytes);
+        *t = Transfer::recvOf(ch->recvSlots + slot * g_.slotBytes, m.bytes);
         conn->postRecv(t);
       }
       if (l.landCount == l.landing.size()) return internalError("rank {}: more steps in flight than slots", l.peer);
@@ -361,7 +346,7 @@ Status DeviceProxy::handleMessage(Link& l) {
     case kBye:
       l.peerLeft = l.peerDone = true;
       l.ackMsg = WireMsg{kWireMagic, kByeAck, 0, 0, 0, 0};
-      l.ackT = sendOf(&l.ackMsg, sizeof(WireMsg));
+      l.ackT = Transfer::sendOf(&l.ackMsg, sizeof(WireMsg));
       conn->postSend(&l.ackT);
       return OkStatus();
     case kByeAck:
@@ -395,11 +380,11 @@ Status DeviceProxy::pumpLink(Link& l, bool* progressed) {
           return internalError("channel {} step {} to rank {} claims {} bytes (slots hold {})", ch->c, ch->sent, l.peer,
                                bytes, g_.slotBytes);
         o.msg = WireMsg{kWireMagic, kData, static_cast<uint32_t>(ch->c), 0, ch->sent, bytes};
-        o.hdr = sendOf(&o.msg, sizeof(WireMsg));
+        o.hdr = Transfer::sendOf(&o.msg, sizeof(WireMsg));
         conn->postSend(&o.hdr);
         o.data = Transfer{};
         if (bytes > 0) {
-          o.data = sendOf(ch->sendSlots + slot * g_.slotBytes, bytes);
+          o.data = Transfer::sendOf(ch->sendSlots + slot * g_.slotBytes, bytes);
           conn->postSend(&o.data);
         }
         o.used = true;
@@ -414,7 +399,7 @@ Status DeviceProxy::pumpLink(Link& l, bool* progressed) {
         for (Chan::Credit& k : ch->credits) {
           if (k.used && !k.t.complete) continue;
           k.msg = WireMsg{kWireMagic, kCredit, static_cast<uint32_t>(ch->c), 0, tail, 0};
-          k.t = sendOf(&k.msg, sizeof(WireMsg));
+          k.t = Transfer::sendOf(&k.msg, sizeof(WireMsg));
           conn->postSend(&k.t);
           k.used = true;
           ch->credited = tail;
@@ -424,7 +409,7 @@ Status DeviceProxy::pumpLink(Link& l, bool* progressed) {
     }
   }
   if (!l.peerDone && !l.hdrPosted) {
-    l.hdrIn = recvOf(&l.hdrMsg, sizeof(WireMsg));
+    l.hdrIn = Transfer::recvOf(&l.hdrMsg, sizeof(WireMsg));
     conn->postRecv(&l.hdrIn);
     l.hdrPosted = true;
   }
@@ -447,7 +432,7 @@ Status DeviceProxy::pumpLink(Link& l, bool* progressed) {
     STRATA_RETURN_IF_ERROR(handleMessage(l));
     *progressed = true;
     if (!l.peerDone) {
-      l.hdrIn = recvOf(&l.hdrMsg, sizeof(WireMsg));
+      l.hdrIn = Transfer::recvOf(&l.hdrMsg, sizeof(WireMsg));
       conn->postRecv(&l.hdrIn);
       l.hdrPosted = true;
     }
@@ -596,7 +581,7 @@ void DeviceProxy::run() {
   for (Link* l : active_) {
     if (l->closed || l->byeSent) continue;
     l->byeMsg = WireMsg{kWireMagic, kBye, 0, 0, 0, 0};
-    l->byeT = sendOf(&l->byeMsg, sizeof(WireMsg));
+    l->byeT = Transfer::sendOf(&l->byeMsg, sizeof(WireMsg));
     transports_.conn(l->peer)->postSend(&l->byeT);
     l->byeSent = true;
   }

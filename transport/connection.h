@@ -34,6 +34,23 @@ struct Transfer {
   // Transport bookkeeping.
   size_t posted = 0;      ///< bytes handed to the transport (sends) / consumed (receives)
   uint64_t lastSeq = 0;   ///< transport sequence number of the last chunk
+
+  /// A plain send of `n` bytes from `p`.
+  static Transfer sendOf(const void* p, size_t n) {
+    Transfer t;
+    t.kind = Send;
+    t.src = p;
+    t.bytes = n;
+    return t;
+  }
+  /// A plain receive of `n` bytes into `p`.
+  static Transfer recvOf(void* p, size_t n) {
+    Transfer t;
+    t.kind = Recv;
+    t.dst = p;
+    t.bytes = n;
+    return t;
+  }
 };
 
 class Connection {

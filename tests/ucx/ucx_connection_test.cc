@@ -93,20 +93,6 @@ std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
   return v;
 }
 
-Transfer sendOf(const void* p, size_t n) {
-  Transfer t;
-  t.kind = Transfer::Send;
-  t.src = p;
-  t.bytes = n;
-  return t;
-}
-Transfer recvOf(void* p, size_t n) {
-  Transfer t;
-  t.kind = Transfer::Recv;
-  t.dst = p;
-  t.bytes = n;
-  return t;
-}
 
 /// Parameter: rails per rank (1: one context, as a single-rail process has; 2: two on lo).
 class UcxConnectionTest : public ::testing::TestWithParam<int> {
@@ -129,7 +115,7 @@ TEST_P(UcxConnectionTest, ExactBytesAcrossSizesBothDirections) {
       for (size_t n : sizes) {
         auto out = pattern(n, static_cast<uint32_t>(n * 2 + me));
         std::vector<uint8_t> in(n, 0xEE);
-        Transfer s = sendOf(out.data(), n), v = recvOf(in.data(), n);
+        Transfer s = Transfer::sendOf(out.data(), n), v = Transfer::recvOf(in.data(), n);
         c->postSend(&s);
         c->postRecv(&v);
         Status st = drive(*c, {&s, &v});
@@ -168,8 +154,8 @@ TEST_P(UcxConnectionTest, ManyQueuedTransfersStayInFifoOrder) {
       for (int i = 0; i < kCount; ++i) {
         out[i] = pattern(sizeOf(i), static_cast<uint32_t>(i * 4 + me));
         in[i].assign(sizeOf(i), 0);
-        s[i] = sendOf(out[i].data(), out[i].size());
-        v[i] = recvOf(in[i].data(), in[i].size());
+        s[i] = Transfer::sendOf(out[i].data(), out[i].size());
+        v[i] = Transfer::recvOf(in[i].data(), in[i].size());
         c->postSend(&s[i]);
         c->postRecv(&v[i]);
         all.push_back(&s[i]);
@@ -219,7 +205,7 @@ TEST_P(UcxConnectionTest, RecvReduceFloatSumAndIntMax) {
         f[i] = static_cast<float>(i % 1000) * 0.5f;
         k[i] = static_cast<int32_t>((i * 37) % 2001) - 1000;
       }
-      Transfer s1 = sendOf(f.data(), n * 4), s2 = sendOf(k.data(), n * 4);
+      Transfer s1 = Transfer::sendOf(f.data(), n * 4), s2 = Transfer::sendOf(k.data(), n * 4);
       c->postSend(&s1);
       c->postSend(&s2);
       sender = drive(*c, {&s1, &s2});
@@ -279,7 +265,7 @@ TEST_P(UcxConnectionTest, SizeMismatchNamesBothSides) {
     std::thread a([&] {
       auto c = r.connect(0, 1);
       std::vector<uint8_t> buf(sent, 1);
-      Transfer s = sendOf(buf.data(), sent);
+      Transfer s = Transfer::sendOf(buf.data(), sent);
       c->postSend(&s);
       while (!done) {
         bool p = false;
@@ -291,7 +277,7 @@ TEST_P(UcxConnectionTest, SizeMismatchNamesBothSides) {
     std::thread b([&] {
       auto c = r.connect(1, 0);
       std::vector<uint8_t> buf(expected);
-      Transfer v = recvOf(buf.data(), expected);
+      Transfer v = Transfer::recvOf(buf.data(), expected);
       c->postRecv(&v);
       st = drive(*c, {&v}, 10);
       done = true;
@@ -316,7 +302,7 @@ TEST_P(UcxConnectionTest, PeerDestroyedMidTransferFailsNamingPeer) {
   std::thread a([&] {
     auto c = r.connect(0, 1);
     std::vector<uint8_t> buf(kBytes, 3);
-    Transfer s = sendOf(buf.data(), kBytes);
+    Transfer s = Transfer::sendOf(buf.data(), kBytes);
     c->postSend(&s);
     while (!started || s.posted == 0) {  // until some chunks moved
       bool p = false;
@@ -328,7 +314,7 @@ TEST_P(UcxConnectionTest, PeerDestroyedMidTransferFailsNamingPeer) {
   std::thread b([&] {
     auto c = r.connect(1, 0);
     std::vector<uint8_t> buf(kBytes), more(100);
-    Transfer v = recvOf(buf.data(), kBytes), w = recvOf(more.data(), more.size());
+    Transfer v = Transfer::recvOf(buf.data(), kBytes), w = Transfer::recvOf(more.data(), more.size());
     c->postRecv(&v);
     c->postRecv(&w);
     started = true;
@@ -350,7 +336,7 @@ TEST_P(UcxConnectionTest, OobClosedBeforeHandshakeFailsNamingPeer) {
   net::closeFd(&r.oob[0][1]);
   auto c = r.connect(1, 0);
   uint8_t b[16];
-  Transfer v = recvOf(b, sizeof(b));
+  Transfer v = Transfer::recvOf(b, sizeof(b));
   c->postRecv(&v);
   Status st = drive(*c, {&v}, 5);
   ASSERT_FALSE(st.ok());
@@ -365,7 +351,7 @@ TEST_P(UcxConnectionTest, SendFailureReasonReachesPeer) {
   std::thread a([&] {
     auto c = r.connect(0, 1);
     uint8_t x = 42, y = 0;
-    Transfer s = sendOf(&x, 1), v = recvOf(&y, 1);
+    Transfer s = Transfer::sendOf(&x, 1), v = Transfer::recvOf(&y, 1);
     c->postSend(&s);
     c->postRecv(&v);
     Status hs = drive(*c, {&s, &v});  // handshake done, one exchange
@@ -377,14 +363,14 @@ TEST_P(UcxConnectionTest, SendFailureReasonReachesPeer) {
   std::thread b([&] {
     auto c = r.connect(1, 0);
     uint8_t x = 7, y = 0;
-    Transfer s = sendOf(&x, 1), v = recvOf(&y, 1);
+    Transfer s = Transfer::sendOf(&x, 1), v = Transfer::recvOf(&y, 1);
     c->postSend(&s);
     c->postRecv(&v);
     Status hs = drive(*c, {&s, &v});
     EXPECT_TRUE(hs.ok()) << hs.message();
     EXPECT_EQ(y, 42);
     std::vector<uint8_t> big(1 << 20);
-    Transfer w = recvOf(big.data(), big.size());
+    Transfer w = Transfer::recvOf(big.data(), big.size());
     c->postRecv(&w);
     ready = true;
     st = drive(*c, {&w}, 10);
@@ -403,14 +389,14 @@ TEST_P(UcxConnectionTest, HandshakeWhenOneSidePostsLongBeforeTheOther) {
   std::vector<uint8_t> got(data.size());
   std::thread a([&] {
     auto c = r.connect(0, 1);
-    Transfer s = sendOf(data.data(), data.size());
+    Transfer s = Transfer::sendOf(data.data(), data.size());
     c->postSend(&s);
     sa = drive(*c, {&s});
   });
   std::thread b([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
     auto c = r.connect(1, 0);
-    Transfer v = recvOf(got.data(), got.size());
+    Transfer v = Transfer::recvOf(got.data(), got.size());
     c->postRecv(&v);
     sb = drive(*c, {&v});
   });
@@ -435,8 +421,8 @@ TEST_P(UcxConnectionTest, ThreeRanksRingBothWays) {
       const size_t bytes = 2u << 20;
       auto toR = pattern(bytes, me * 10 + right), toL = pattern(bytes, me * 10 + left);
       std::vector<uint8_t> fromL(bytes), fromR(bytes);
-      Transfer s1 = sendOf(toR.data(), bytes), s2 = sendOf(toL.data(), bytes);
-      Transfer v1 = recvOf(fromL.data(), bytes), v2 = recvOf(fromR.data(), bytes);
+      Transfer s1 = Transfer::sendOf(toR.data(), bytes), s2 = Transfer::sendOf(toL.data(), bytes);
+      Transfer v1 = Transfer::recvOf(fromL.data(), bytes), v2 = Transfer::recvOf(fromR.data(), bytes);
       cr->postSend(&s1);
       cr->postRecv(&v2);
       cl->postSend(&s2);
@@ -467,7 +453,7 @@ TEST_P(UcxConnectionTest, TeardownWithPendingTransfersDoesNotHang) {
   std::vector<uint8_t> big(16u << 20, 5), small(64);
   auto c0 = r.connect(0, 1);
   auto c1 = r.connect(1, 0);
-  Transfer s = sendOf(big.data(), big.size()), v = recvOf(small.data(), small.size());
+  Transfer s = Transfer::sendOf(big.data(), big.size()), v = Transfer::recvOf(small.data(), small.size());
   c0->postSend(&s);  // rank 1 never receives it
   c0->postRecv(&v);  // rank 1 never sends it
   const double t0 = net::nowSec();
@@ -513,8 +499,8 @@ TEST(UcxRails, LargeTransfersStripeOverBothRailsAndArriveExact) {
         in.emplace_back(sizes[k], 0xEE);
       }
       for (size_t k = 0; k < sizes.size(); ++k) {
-        s[k] = sendOf(out[k].data(), sizes[k]);
-        v[k] = recvOf(in[k].data(), sizes[k]);
+        s[k] = Transfer::sendOf(out[k].data(), sizes[k]);
+        v[k] = Transfer::recvOf(in[k].data(), sizes[k]);
         c->postSend(&s[k]);
         c->postRecv(&v[k]);
         all.push_back(&s[k]);
@@ -568,7 +554,7 @@ TEST(UcxRails, RailCountIsTheMinimumOfBothSidesAndTheSharedRails) {
         auto c = r.connect(me, 1 - me);
         auto out = pattern(bytes, static_cast<uint32_t>(me));
         std::vector<uint8_t> in(bytes);
-        Transfer s = sendOf(out.data(), bytes), v = recvOf(in.data(), bytes);
+        Transfer s = Transfer::sendOf(out.data(), bytes), v = Transfer::recvOf(in.data(), bytes);
         c->postSend(&s);
         c->postRecv(&v);
         result[me] = drive(*c, {&s, &v});
