@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -10,6 +11,8 @@
 #include "topology/host_identity.h"
 #include "transport/bootstrap.h"
 #include "transport/config.h"
+#include "transport/log.h"
+#include "transport/secret.h"
 #include "transport/socket.h"
 
 namespace strata {
@@ -97,14 +100,32 @@ Status readLaunchEnv(LaunchInfo* out) {
   UniqueIdData d;
   STRATA_RETURN_IF_ERROR(net::resolveHost(host, &d.rootAddr));
   d.rootPort = htons(static_cast<uint16_t>(port));
-  // No channel exists to hand out a random secret: derive one every rank can compute.
+  // No channel exists to hand out a random secret: every rank computes it from the job's values.
+  // Those are public (any local user can see the job id, root address, port and rank count), so
+  // the user's secret (STRATA_SECRET / STRATA_SECRET_FILE) is mixed in when there is one.
   std::string seed = fmt::format("{}|{}|{}|{}", jobKey, host, port, out->nranks);
   uint64_t h1 = topology::hashBytes(seed.data(), seed.size()), h2 = topology::hashBytes(seed.data(), seed.size(), h1);
-  std::memcpy(d.secret, &h1, 8);
-  std::memcpy(d.secret + 8, &h2, 8);
   d.commTag = h1 ^ h2;
+  std::string user;
+  bool haveUser = false;
+  STRATA_RETURN_IF_ERROR(userSecret(&user, &haveUser));
+  if (haveUser) {
+    uint8_t mac[32];
+    hmacSha256(user, "strata-rendezvous|" + seed, mac);
+    std::memcpy(d.secret, mac, sizeof(d.secret));
+  } else {
+    std::memcpy(d.secret, &h1, 8);
+    std::memcpy(d.secret + 8, &h2, 8);
+    static std::atomic<bool> warned{false};
+    if (out->rank == 0 && !warned.exchange(true))
+      log::warn(
+          "{} launch: the rendezvous is unauthenticated in effect (its secret derives from the job id, root "
+          "address, port and rank count, which other users on these hosts can know); set STRATA_SECRET_FILE (e.g. "
+          "~/.strata/secret: created 0600 on first use) or STRATA_SECRET, the same for every rank",
+          out->source);
+  }
   // Rank 0 serves the rendezvous on the agreed port; the others retry until it listens.
-  if (out->rank == 0) STRATA_RETURN_IF_ERROR(startRootServer(&d, /*persistent=*/false));
+  if (out->rank == 0) STRATA_RETURN_IF_ERROR(startRootServer(&d, /*persistent=*/false, out->nranks));
   out->id = encodeUniqueId(d);
   return OkStatus();
 }

@@ -18,12 +18,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <poll.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
 #include "transport/config.h"
 #include "transport/log.h"
+#include "transport/secret.h"
 #include "transport/socket.h"
 
 namespace strata {
@@ -53,6 +58,13 @@ struct PartnerAddr {
   uint16_t port;  // network order
   uint16_t pad;
 };
+
+// Unauthenticated connections a listener holds (the oldest is dropped beyond it), and the time a
+// connection has to deliver its whole join message or hello.
+constexpr size_t kMaxUnauthenticated = 64;
+constexpr double kHelloTimeoutSec = 5;
+// Most ranks a join may claim (the root allocates 12 bytes per rank before they arrive).
+constexpr int kMaxRanks = 1 << 22;
 
 struct Hello {
   uint32_t magic;
@@ -106,26 +118,129 @@ void replyError(int fd, strataResult_t code, const std::string& msg) {
     (void)net::sendAll(fd, msg.data(), msg.size(), dl, nullptr, "joining rank");
 }
 
-// Serves rounds of joins on `listenFd` until one round completes (one-shot) or forever.
-void rootServe(int listenFd, UniqueIdData id, bool persistent) {
+// Sends a refusal without blocking (best effort: a stranger that does not read it loses it).
+void replyNow(int fd, strataResult_t code, const std::string& msg) {
+  JoinReply r{code, 0, static_cast<uint32_t>(msg.size()), 0};
+  std::string buf(sizeof(r) + msg.size(), '\0');
+  memcpy(buf.data(), &r, sizeof(r));
+  memcpy(buf.data() + sizeof(r), msg.data(), msg.size());
+  (void)::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// Logs the first few connections dropped or refused by a listener, then counts them at debug
+// level, so that a flood of strangers cannot flood the log either.
+void noteDropped(int* count, const std::string& who, const std::string& what) {
+  ++*count;
+  if (*count <= 3)
+    log::warn("{}: {}{}", who, what, *count == 3 ? " (further ones are logged at debug level)" : "");
+  else
+    log::debug("{}: {} ({} so far)", who, what, *count);
+}
+
+// A connection accepted by the root whose join message has not fully arrived.
+struct Joiner {
+  int fd;
+  size_t got;
+  double since;
+  JoinMsg m;
+};
+
+// Reads what has arrived without blocking: 1 complete, 0 not yet, -1 closed or broken.
+int readJoiner(Joiner& j) {
+  while (j.got < sizeof(JoinMsg)) {
+    ssize_t r = ::recv(j.fd, reinterpret_cast<char*>(&j.m) + j.got, sizeof(JoinMsg) - j.got, MSG_DONTWAIT);
+    if (r > 0) {
+      j.got += static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    return -1;
+  }
+  return 1;
+}
+
+// Serves rounds of joins on `listenFd` until one round completes (one-shot) or forever. The
+// listener is serviced without blocking: connections are accepted as they come and their join
+// messages read as they arrive, so that strangers that send nothing or half a message delay
+// nobody; they are dropped after kHelloTimeoutSec, and the oldest of them when more than
+// kMaxUnauthenticated wait. Sizes are checked before anything is allocated.
+void rootServe(int listenFd, UniqueIdData id, bool persistent, int expectNranks) {
   raiseFdLimit();
+  net::setNonBlocking(listenFd);
+  const std::string who = "bootstrap root";
+  std::vector<Joiner> joiners;  // unauthenticated, oldest first
+  int dropped = 0, refused = 0;
   do {
-    std::vector<int> fds;
-    std::vector<RankInfo> infos;
-    int nranks = -1;
+    std::vector<int> fds;                // per rank: its connection, once joined
+    std::vector<PartnerAddr> addrs;      // per rank: its listener
+    int nranks = -1, joined = 0;
     double deadline = 1e300;
     bool done = false;
-    while (!done) {
-      int fd = -1;
-      Status st = net::acceptOne(listenFd, deadline, nullptr, &fd);
-      if (!st.ok()) {
-        if (st.code() != strataTimeout) {
-          log::warn("bootstrap root: {}", st.message());
-          continue;
+    // A complete join message on `fd` (which it takes).
+    auto onMessage = [&](int fd, const JoinMsg& m) {
+      if (m.magic != kJoinMagic || !equalConstantTime(m.secret, id.secret, 16)) {
+        noteDropped(&dropped, who, "dropped a connection that did not send a join message with the unique id's secret");
+        replyNow(fd, strataInvalidArgument, "bootstrap: wrong unique id secret");
+        ::close(fd);
+        return;
+      }
+      std::string bad;
+      if (m.nranks < 1 || m.nranks > kMaxRanks)
+        bad = fmt::format("bootstrap: nranks {} is out of range [1, {}]", m.nranks, kMaxRanks);
+      else if (expectNranks > 0 && m.nranks != expectNranks)
+        bad = fmt::format("bootstrap: rank {} claims {} ranks; this job has {}", m.rank, m.nranks, expectNranks);
+      else if (nranks > 0 && m.nranks != nranks)
+        bad = fmt::format("bootstrap: rank {} of {} conflicts with this round ({} ranks)", m.rank, m.nranks, nranks);
+      else if (m.rank < 0 || m.rank >= m.nranks)
+        bad = fmt::format("bootstrap: rank {} is out of range [0, {})", m.rank, m.nranks);
+      if (bad.empty() && nranks < 0) {
+        try {
+          fds.assign(static_cast<size_t>(m.nranks), -1);
+          addrs.assign(static_cast<size_t>(m.nranks), PartnerAddr{});
+          nranks = m.nranks;
+          deadline = net::nowSec() + config().joinTimeoutSec;
+        } catch (const std::bad_alloc&) {
+          fds.clear();
+          addrs.clear();
+          bad = fmt::format("bootstrap: no memory for a round of {} ranks", m.nranks);
         }
+      }
+      if (bad.empty() && fds[static_cast<size_t>(m.rank)] >= 0)
+        bad = fmt::format("bootstrap: rank {} of {} conflicts with this round ({} ranks, rank taken)", m.rank,
+                          m.nranks, nranks);
+      if (!bad.empty()) {
+        noteDropped(&refused, who, "refused a join: " + bad);
+        replyNow(fd, strataInvalidArgument, bad);
+        ::close(fd);
+        return;
+      }
+      fds[static_cast<size_t>(m.rank)] = fd;
+      addrs[static_cast<size_t>(m.rank)] = PartnerAddr{m.info.addr, m.info.port, 0};
+      if (++joined < nranks) return;
+      JoinReply r{strataSuccess, nranks, 0, 0};
+      randomBytes(&r.roundTag, sizeof(r.roundTag));
+      const int rounds = bruckRounds(nranks);
+      std::vector<PartnerAddr> partners(static_cast<size_t>(rounds));
+      for (int rk = 0; rk < nranks; ++rk) {
+        for (int k = 0; k < rounds; ++k)
+          partners[static_cast<size_t>(k)] = addrs[static_cast<size_t>(((rk - (1 << k)) % nranks + nranks) % nranks)];
+        int& f = fds[static_cast<size_t>(rk)];
+        double dl = net::nowSec() + 10;
+        Status s1 = net::sendAll(f, &r, sizeof(r), dl, nullptr, "joined rank");
+        if (s1.ok() && rounds > 0)
+          s1 = net::sendAll(f, partners.data(), sizeof(PartnerAddr) * partners.size(), dl, nullptr, "joined rank");
+        if (!s1.ok()) log::warn("{}: {}", who, s1.message());
+        net::closeFd(&f);
+      }
+      done = true;
+    };
+    while (!done) {
+      double now = net::nowSec();
+      if (now > deadline) {
         std::vector<int> missing;
         for (int r = 0; r < nranks; ++r)
-          if (fds[r] < 0) missing.push_back(r);
+          if (fds[static_cast<size_t>(r)] < 0) missing.push_back(r);
         std::string msg;
         if (missing.size() == 1)
           msg = fmt::format("rank {} of {} did not join within {} s", missing[0], nranks, config().joinTimeoutSec);
@@ -137,60 +252,72 @@ void rootServe(int listenFd, UniqueIdData id, bool persistent) {
             replyError(f, strataTimeout, msg);
             net::closeFd(&f);
           }
-        log::warn("bootstrap root: {}", msg);
+        log::warn("{}: {}", who, msg);
         break;
       }
-      JoinMsg m{};
-      st = net::recvAll(fd, &m, sizeof(m), net::nowSec() + 10, nullptr, "joining rank");
-      if (!st.ok() || m.magic != kJoinMagic || memcmp(m.secret, id.secret, 16) != 0) {
-        log::warn("bootstrap root: dropped a connection with a bad join message or secret");
-        if (st.ok()) replyError(fd, strataInvalidArgument, "bootstrap: wrong unique id secret");
-        net::closeFd(&fd);
-        continue;
+      // Wait for a connection, bytes of a join message, or the next deadline.
+      std::vector<pollfd> pfds;
+      pfds.push_back(pollfd{listenFd, POLLIN, 0});
+      double wake = std::min(deadline, now + 1.0);
+      for (const Joiner& j : joiners) {
+        pfds.push_back(pollfd{j.fd, POLLIN, 0});
+        wake = std::min(wake, j.since + kHelloTimeoutSec);
       }
-      if (nranks < 0) {
-        if (m.nranks < 1) {
-          replyError(fd, strataInvalidArgument, fmt::format("bootstrap: nranks {} < 1", m.nranks));
-          net::closeFd(&fd);
+      int ms = static_cast<int>(std::max(1.0, std::ceil((wake - now) * 1000)));
+      (void)::poll(pfds.data(), pfds.size(), ms);
+      now = net::nowSec();
+      // Read the join messages that arrived (those complete from an earlier round first).
+      for (size_t i = 0; i < joiners.size() && !done;) {
+        Joiner& j = joiners[i];
+        int r = readJoiner(j);
+        if (r == 0 && now - j.since <= kHelloTimeoutSec) {
+          ++i;
           continue;
         }
-        nranks = m.nranks;
-        fds.assign(nranks, -1);
-        infos.assign(nranks, RankInfo{});
-        deadline = net::nowSec() + config().joinTimeoutSec;
-      }
-      if (m.nranks != nranks || m.rank < 0 || m.rank >= nranks || fds[m.rank] >= 0) {
-        replyError(fd, strataInvalidArgument,
-                   fmt::format("bootstrap: rank {} of {} conflicts with this round ({} ranks{})", m.rank,
-                               m.nranks, nranks,
-                               (m.rank >= 0 && m.rank < nranks && fds[m.rank] >= 0) ? ", rank taken" : ""));
-        net::closeFd(&fd);
-        continue;
-      }
-      fds[m.rank] = fd;
-      infos[m.rank] = m.info;
-      if (std::all_of(fds.begin(), fds.end(), [](int f) { return f >= 0; })) {
-        JoinReply r{strataSuccess, nranks, 0, 0};
-        randomBytes(&r.roundTag, sizeof(r.roundTag));
-        const int rounds = bruckRounds(nranks);
-        std::vector<PartnerAddr> partners(static_cast<size_t>(rounds));
-        for (int rk = 0; rk < nranks; ++rk) {
-          for (int k = 0; k < rounds; ++k) {
-            const RankInfo& to = infos[static_cast<size_t>(((rk - (1 << k)) % nranks + nranks) % nranks)];
-            partners[static_cast<size_t>(k)] = PartnerAddr{to.addr, to.port, 0};
-          }
-          int& f = fds[static_cast<size_t>(rk)];
-          double dl = net::nowSec() + 10;
-          Status s1 = net::sendAll(f, &r, sizeof(r), dl, nullptr, "joined rank");
-          if (s1.ok() && rounds > 0)
-            s1 = net::sendAll(f, partners.data(), sizeof(PartnerAddr) * partners.size(), dl, nullptr, "joined rank");
-          if (!s1.ok()) log::warn("bootstrap root: {}", s1.message());
-          net::closeFd(&f);
+        Joiner taken = j;
+        joiners.erase(joiners.begin() + static_cast<long>(i));
+        if (r == 1) {
+          onMessage(taken.fd, taken.m);
+        } else {
+          noteDropped(&dropped, who,
+                      r < 0 ? "dropped a connection that closed before sending a whole join message"
+                            : fmt::format("dropped a connection that sent no whole join message within {} s",
+                                          kHelloTimeoutSec));
+          ::close(taken.fd);
         }
-        done = true;
+      }
+      // Accept what waits; a connection whose join message came with it is served at once.
+      for (int n = 0; n < 256 && !done; ++n) {
+        int c = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (c < 0) {
+          if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+            log::debug("{}: accept: {}", who, strerror(errno));
+          break;
+        }
+        net::setNoDelay(c);
+        Joiner j{c, 0, now, {}};
+        int r = readJoiner(j);
+        if (r == 1) {
+          onMessage(c, j.m);
+          continue;
+        }
+        if (r < 0) {
+          noteDropped(&dropped, who, "dropped a connection that closed before sending a whole join message");
+          ::close(c);
+          continue;
+        }
+        joiners.push_back(j);
+        if (joiners.size() > kMaxUnauthenticated) {
+          noteDropped(&dropped, who,
+                      fmt::format("dropped the connection that waited longest: more than {} unauthenticated ones were open",
+                                  kMaxUnauthenticated));
+          ::close(joiners.front().fd);
+          joiners.erase(joiners.begin());
+        }
       }
     }
   } while (persistent);
+  for (Joiner& j : joiners) ::close(j.fd);
   ::close(listenFd);
 }
 
@@ -238,14 +365,14 @@ bool uniqueIdFromHex(const std::string& hex, strataUniqueId* id) {
   return decodeUniqueId(*id).magic == kIdMagic;
 }
 
-Status startRootServer(UniqueIdData* d, bool persistent) {
+Status startRootServer(UniqueIdData* d, bool persistent, int expectNranks) {
   int fd = -1;
   uint16_t port = 0;
   Status st = net::listenAny(d->rootPort, &fd, &port);
   if (!st.ok()) return Status(st.code(), "bootstrap root: " + st.message());
   d->rootPort = port;
   d->magic = kIdMagic;
-  std::thread(rootServe, fd, *d, persistent).detach();
+  std::thread(rootServe, fd, *d, persistent, expectNranks).detach();
   return OkStatus();
 }
 
@@ -286,33 +413,49 @@ Status Bootstrap::join(const strataUniqueId& id, int rank, int nranks, RankInfo 
   double deadline = net::nowSec() + timeoutSec;
   std::string rootName = "bootstrap root " + net::addrToString(d.rootAddr, d.rootPort);
   int fd = -1;
-  Status st = net::connectTo(d.rootAddr, d.rootPort, deadline, &fd);
-  if (!st.ok()) {
-    ::close(lfd);
-    return remoteError("rank {} could not reach the {}: {}", rank, rootName, st.message());
-  }
-  // Advertise the address of the interface that reaches the root (the others are reached the
-  // same way), unless an address or interfaces were named: whatever launched the ranks, this is
-  // an address every rank can connect to.
-  const Config& cfg = config();
-  if (cfg.socketAddr.empty() && cfg.socketIfname.empty() && cfg.ncclSocketIfname.empty()) {
-    sockaddr_in local{};
-    socklen_t len = sizeof(local);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 && local.sin_family == AF_INET &&
-        local.sin_addr.s_addr != 0)
-      self.addr = local.sin_addr.s_addr;
-  }
-  JoinMsg m;
-  memset(static_cast<void*>(&m), 0, sizeof(m));
-  m.magic = kJoinMagic;
-  memcpy(m.secret, d.secret, 16);
-  m.rank = rank;
-  m.nranks = nranks;
-  m.info = self;
+  Status st;
   JoinReply r{};
-  st = net::sendAll(fd, &m, sizeof(m), deadline, nullptr, rootName);
-  // The root answers when all ranks are in or its own join timeout fires; allow it a margin.
-  if (st.ok()) st = net::recvAll(fd, &r, sizeof(r), deadline + 5, nullptr, rootName);
+  for (int attempt = 0;; ++attempt) {
+    // A retry only follows a connection the root dropped unanswered: if it is gone now, say so soon.
+    st = net::connectTo(d.rootAddr, d.rootPort, attempt == 0 ? deadline : std::min(deadline, net::nowSec() + 2), &fd);
+    if (!st.ok()) {
+      ::close(lfd);
+      return remoteError("rank {} could not reach the {}: {}", rank, rootName, st.message());
+    }
+    // Advertise the address of the interface that reaches the root (the others are reached the
+    // same way), unless an address or interfaces were named: whatever launched the ranks, this is
+    // an address every rank can connect to.
+    const Config& cfg = config();
+    if (cfg.socketAddr.empty() && cfg.socketIfname.empty() && cfg.ncclSocketIfname.empty()) {
+      sockaddr_in local{};
+      socklen_t len = sizeof(local);
+      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 && local.sin_family == AF_INET &&
+          local.sin_addr.s_addr != 0)
+        self.addr = local.sin_addr.s_addr;
+    }
+    JoinMsg m;
+    memset(static_cast<void*>(&m), 0, sizeof(m));
+    m.magic = kJoinMagic;
+    memcpy(m.secret, d.secret, 16);
+    m.rank = rank;
+    m.nranks = nranks;
+    m.info = self;
+    r = JoinReply{};
+    const double sent = net::nowSec();
+    st = net::sendAll(fd, &m, sizeof(m), deadline, nullptr, rootName);
+    // The root answers when all ranks are in or its own join timeout fires; allow it a margin.
+    if (st.ok()) st = net::recvAll(fd, &r, sizeof(r), deadline + 5, nullptr, rootName);
+    // The root closes unanswered only connections it has not read a join message from in time, or
+    // the oldest unauthenticated ones while strangers crowd its listener: join again then.
+    if (!st.ok() && st.code() != strataTimeout && net::nowSec() - sent < kHelloTimeoutSec + 1 &&
+        net::nowSec() < deadline && attempt < 50) {
+      log::debug("rank {}: the {} dropped the join connection ({}); joining again", rank, rootName, st.message());
+      net::closeFd(&fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    break;
+  }
   std::vector<RankInfo> infos;
   if (st.ok() && r.status != strataSuccess) {
     std::string msg(std::min<uint32_t>(r.msgLen, 4096), '\0');
@@ -406,39 +549,65 @@ Status Bootstrap::connectPeer(int peer, Kind kind, int index, double deadline, i
   return net::sendAll(*fd, &h, sizeof(h), deadline, &aborted_, fmt::format("rank {}", peer));
 }
 
-void Bootstrap::drainListener() {
-  while (true) {
-    int c = ::accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (c < 0) break;  // EAGAIN: nothing waiting (errors: the next poll reports the listener)
-    net::setNoDelay(c);
-    halfOpen_.push_back(HalfOpen{c, 0, net::nowSec(), {}});
-  }
+void Bootstrap::serviceHalfOpen() {
+  const double now = net::nowSec();
   for (size_t i = 0; i < halfOpen_.size();) {
     HalfOpen& h = halfOpen_[i];
-    bool drop = false;
-    ssize_t r = ::recv(h.fd, h.hello + h.got, sizeof(Hello) - h.got, MSG_DONTWAIT);
-    if (r > 0) h.got += static_cast<size_t>(r);
-    else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) drop = true;
-    if (!drop && h.got < sizeof(Hello)) {
-      drop = net::nowSec() - h.since > 10;  // a stranger that never says hello
-      if (!drop) {
-        ++i;
+    bool broken = false;
+    while (h.got < sizeof(Hello)) {
+      ssize_t r = ::recv(h.fd, h.hello + h.got, sizeof(Hello) - h.got, MSG_DONTWAIT);
+      if (r > 0) {
+        h.got += static_cast<size_t>(r);
         continue;
       }
+      if (r < 0 && errno == EINTR) continue;
+      broken = r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+      break;
+    }
+    if (!broken && h.got < sizeof(Hello) && now - h.since <= kHelloTimeoutSec) {
+      ++i;
+      continue;
     }
     Hello hello{};
     memcpy(&hello, h.hello, sizeof(hello));
-    if (!drop && (hello.magic != kHelloMagic || memcmp(hello.secret, secret_, 16) != 0 || hello.commTag != commTag_ ||
-                  hello.rank < 0 || hello.rank >= nranks_))
-      drop = true;
-    if (drop) {
-      log::warn("rank {}: dropped a connection with a bad or missing hello", rank_);
+    const char* why = nullptr;
+    if (broken && h.got < sizeof(Hello)) why = "closed before its hello";
+    else if (h.got < sizeof(Hello)) why = "sent no whole hello in time";
+    else if (hello.magic != kHelloMagic || !equalConstantTime(hello.secret, secret_, 16) || hello.commTag != commTag_)
+      why = "did not prove the communicator's secret";
+    else if (hello.rank < 0 || hello.rank >= nranks_ || hello.index < 0 ||
+             hello.index > (1 << 20) || (hello.kind != kRing && hello.kind != kData && hello.kind != kNetOob))
+      why = "sent a hello that names no connection of this communicator";
+    if (why) {
+      noteDropped(&dropped_, fmt::format("rank {}", rank_), std::string("dropped a connection that ") + why);
       net::closeFd(&h.fd);
     } else {
       pending_.push_back(Pending{hello.kind, hello.rank, hello.index, h.fd});
     }
     halfOpen_.erase(halfOpen_.begin() + static_cast<long>(i));
   }
+}
+
+void Bootstrap::drainListener() {
+  // Hellos come right behind their connection: read them as connections are accepted, so that
+  // only connections still silent are counted against the cap (the oldest is dropped beyond it).
+  for (int n = 0; n < 1024; ++n) {
+    int c = ::accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c < 0) break;  // EAGAIN: nothing waiting (errors: the next poll reports the listener)
+    net::setNoDelay(c);
+    halfOpen_.push_back(HalfOpen{c, 0, net::nowSec(), {}});
+    if (halfOpen_.size() > kMaxUnauthenticated) {
+      serviceHalfOpen();
+      if (halfOpen_.size() > kMaxUnauthenticated) {
+        noteDropped(&dropped_, fmt::format("rank {}", rank_),
+                    fmt::format("dropped the connection that waited longest: more than {} unauthenticated ones were open",
+                                kMaxUnauthenticated));
+        net::closeFd(&halfOpen_.front().fd);
+        halfOpen_.erase(halfOpen_.begin());
+      }
+    }
+  }
+  serviceHalfOpen();
 }
 
 Status Bootstrap::acceptPeer(int peer, Kind kind, int index, double deadline, int* fd) {

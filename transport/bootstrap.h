@@ -79,8 +79,10 @@ bool uniqueIdFromHex(const std::string& hex, strataUniqueId* id);
 /// where ranks reach the root, e.g. strata-run's address on a virtual cluster's bridge.
 Status createUniqueId(strataUniqueId* id, bool persistent, uint32_t rootAddr = 0);
 /// Starts a root server for `d` on d->rootPort (0: any port, written back). Used by
-/// createUniqueId and by environment launches where rank 0 serves an agreed port.
-Status startRootServer(UniqueIdData* d, bool persistent);
+/// createUniqueId and by environment launches where rank 0 serves an agreed port. With
+/// `expectNranks` > 0 joins claiming another rank count are refused (else the first authenticated
+/// join of a round sets it).
+Status startRootServer(UniqueIdData* d, bool persistent, int expectNranks = 0);
 
 /// One rank's side of the bootstrap: the joined world and the setup ring.
 class Bootstrap {
@@ -151,6 +153,8 @@ class Bootstrap {
   /// Accepts waiting connections and reads their hellos, without blocking: complete ones go to
   /// pending_, strangers are dropped.
   void drainListener();
+  /// Reads the hellos of half-open connections; drops strangers and the ones too slow.
+  void serviceHalfOpen();
 
   int rank_ = 0, nranks_ = 1;
   int listenFd_ = -1;
@@ -172,6 +176,7 @@ class Bootstrap {
     alignas(8) unsigned char hello[64];
   };
   std::vector<HalfOpen> halfOpen_;
+  int dropped_ = 0;  ///< connections dropped by the listener (logged a few times, then counted)
 };
 
 }  // namespace strata

@@ -195,6 +195,22 @@ const std::vector<Entry>& entries() {
          return OkStatus();
        },
        [](const Config& c) { return c.rootPort ? std::to_string(c.rootPort) : std::string(); }},
+      {"STRATA_SECRET", "string", "the user's rendezvous secret: under torchrun, mpirun and srun variables the "
+       "rendezvous secret is derived from it (HMAC-SHA256 with the job's public values), so processes of other "
+       "users cannot join or read the job; every rank must see the same value (prefer STRATA_SECRET_FILE)",
+       [](Config& c, const std::string& v) {
+         c.secret = v;
+         return OkStatus();
+       },
+       [](const Config& c) { return c.secret.empty() ? std::string() : std::string("(set)"); }},
+      {"STRATA_SECRET_FILE", "path", "file holding the rendezvous secret (used when STRATA_SECRET is unset); must "
+       "belong to the user and not be readable by others; created with mode 0600 and random contents when it "
+       "does not exist (on a shared home directory every node then reads the same one)",
+       [](Config& c, const std::string& v) {
+         c.secretFile = v;
+         return OkStatus();
+       },
+       [](const Config& c) { return c.secretFile; }},
       {"STRATA_CHECK_ARGS", "bool", "check that all ranks call the same collective with the same arguments",
        [](Config& c, const std::string& v) { return parseBool("STRATA_CHECK_ARGS", v, &c.checkArgs); },
        [](const Config& c) { return std::string(c.checkArgs ? "1" : "0"); }},

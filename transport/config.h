@@ -35,6 +35,8 @@ struct Config {
   double vclusterRailBitsPerSec = 0; ///< STRATA_VCLUSTER_RAIL_RATE: shaped rail rate (set by strata-run --rail-rate)
   std::string uniqueId;             ///< STRATA_UNIQUE_ID: the job's id, set by strata-run
   int rootPort = 0;                 ///< STRATA_ROOT_PORT: rank 0's rendezvous port for env launches
+  std::string secret;               ///< STRATA_SECRET: the user's rendezvous secret (torchrun/mpirun/srun launches)
+  std::string secretFile;           ///< STRATA_SECRET_FILE: file holding it (created 0600 with random contents if missing)
   bool checkArgs = false;           ///< STRATA_CHECK_ARGS: verify all ranks call the same collective
   bool deterministic = false;       ///< STRATA_DETERMINISTIC: reductions summed in one fixed tree over the ranks
   // CUDA path (device buffers).
