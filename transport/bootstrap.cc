@@ -93,17 +93,6 @@ void raiseFdLimit() {
   }
 }
 
-void randomBytes(void* p, size_t n) {
-  uint8_t* c = static_cast<uint8_t*>(p);
-  while (n > 0) {
-    ssize_t r = getrandom(c, n, 0);
-    if (r > 0) {
-      c += r;
-      n -= static_cast<size_t>(r);
-    }
-  }
-}
-
 std::string rankList(const std::vector<int>& ranks) {
   std::string s;
   for (size_t i = 0; i < ranks.size() && i < 16; ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -219,7 +208,7 @@ void rootServe(int listenFd, UniqueIdData id, bool persistent, int expectNranks)
       addrs[static_cast<size_t>(m.rank)] = PartnerAddr{m.info.addr, m.info.port, 0};
       if (++joined < nranks) return;
       JoinReply r{strataSuccess, nranks, 0, 0};
-      randomBytes(&r.roundTag, sizeof(r.roundTag));
+      secureRandom(&r.roundTag, sizeof(r.roundTag));
       const int rounds = bruckRounds(nranks);
       std::vector<PartnerAddr> partners(static_cast<size_t>(rounds));
       for (int rk = 0; rk < nranks; ++rk) {
@@ -380,8 +369,8 @@ Status createUniqueId(strataUniqueId* out, bool persistent, uint32_t rootAddr) {
   UniqueIdData d;
   d.rootAddr = rootAddr ? rootAddr : net::advertisedAddr();
   d.rootPort = 0;
-  randomBytes(d.secret, sizeof(d.secret));
-  randomBytes(&d.commTag, sizeof(d.commTag));
+  secureRandom(d.secret, sizeof(d.secret));
+  secureRandom(&d.commTag, sizeof(d.commTag));
   STRATA_RETURN_IF_ERROR(startRootServer(&d, persistent));
   *out = encodeUniqueId(d);
   return OkStatus();
