@@ -23,6 +23,7 @@
 #include "strata/strata.h"
 #include "support/thread_ranks.h"
 #include "transport/bootstrap.h"
+#include "transport/bootstrap_wire.h"
 #include "transport/secret.h"
 #include "transport/socket.h"
 
@@ -31,21 +32,10 @@ using namespace strata::testing;
 
 namespace {
 
-// The join protocol's messages as bootstrap.cc lays them out (a stranger can read the source).
-struct JoinMsg {
-  uint32_t magic;
-  uint8_t secret[16];
-  int32_t rank;
-  int32_t nranks;
-  RankInfo info;
-};
-struct JoinReply {
-  int32_t status;
-  int32_t nranks;
-  uint32_t msgLen;
-  uint64_t roundTag;
-};
-constexpr uint32_t kJoinMagic = 0x4a4f494e;
+// The join protocol's messages (a stranger can read the source).
+using wire::JoinMsg;
+using wire::JoinReply;
+using wire::kJoinMagic;
 
 /// Opens up to n connections that say nothing; stops at the first that fails (e.g. once a
 /// one-shot root has served its round and closed its listener).

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <thread>
 
+#include "transport/bootstrap_wire.h"
 #include "transport/config.h"
 #include "transport/log.h"
 #include "transport/secret.h"
@@ -34,24 +35,11 @@
 namespace strata {
 namespace {
 
+using wire::JoinMsg;
+using wire::JoinReply;
+using wire::kJoinMagic;
 constexpr uint32_t kIdMagic = 0x53545241;    // "STRA"
-constexpr uint32_t kJoinMagic = 0x4a4f494e;  // "JOIN"
 constexpr uint32_t kHelloMagic = 0x48454c4f; // "HELO"
-
-struct JoinMsg {
-  uint32_t magic;
-  uint8_t secret[16];
-  int32_t rank;
-  int32_t nranks;
-  RankInfo info;
-};
-
-struct JoinReply {
-  int32_t status;  // strataResult_t
-  int32_t nranks;
-  uint32_t msgLen;
-  uint64_t roundTag;  // fresh per rendezvous round: names this communicator's resources
-};
 
 struct PartnerAddr {
   uint32_t addr;  // network order
