@@ -413,6 +413,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::scatter(std::vector<at::Tenso
   });
 }
 
+void ProcessGroupStrata::exchangeWithPeers(const std::vector<Block>& sends, const std::vector<Block>& recvs,
+                                           const char* what) {
+  check(strataGroupStart(), what);
+  strataResult_t rc = strataSuccess;
+  for (int p = 0; p < size_ && rc == strataSuccess; ++p) {
+    if (p == rank_) continue;
+    if (sends[p].bytes) rc = strataSend(sends[p].data, sends[p].bytes, strataUint8, p, comm_);
+    if (rc == strataSuccess && recvs[p].bytes) rc = strataRecv(recvs[p].data, recvs[p].bytes, strataUint8, p, comm_);
+  }
+  const strataResult_t end = strataGroupEnd();  // always closes the group, even after a failed call
+  check(rc != strataSuccess ? rc : end, what);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                                  std::vector<int64_t>& outputSplits,
                                                                  std::vector<int64_t>& inputSplits,
@@ -476,16 +489,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::alltoall_base(at::Tensor& out
                      outOff[p + 1] = outOff[p] + outs[p] * outRow;
                    }
                    if (ins[rank_]) std::memcpy(dst + outOff[rank_], src + inOff[rank_], ins[rank_] * inRow);
-                   check(strataGroupStart(), "all_to_all_single");
-                   strataResult_t rc = strataSuccess;
-                   for (int p = 0; p < size_ && rc == strataSuccess; ++p) {
-                     if (p == rank_) continue;
-                     if (ins[p]) rc = strataSend(src + inOff[p], ins[p] * inRow, strataUint8, p, comm_);
-                     if (rc == strataSuccess && outs[p])
-                       rc = strataRecv(dst + outOff[p], outs[p] * outRow, strataUint8, p, comm_);
+                   std::vector<Block> sends(size_), recvs(size_);
+                   for (int p = 0; p < size_; ++p) {
+                     sends[p] = {src + inOff[p], static_cast<size_t>(ins[p] * inRow)};
+                     recvs[p] = {dst + outOff[p], static_cast<size_t>(outs[p] * outRow)};
                    }
-                   const strataResult_t end = strataGroupEnd();
-                   check(rc != strataSuccess ? rc : end, "all_to_all_single");
+                   exchangeWithPeers(sends, recvs, "all_to_all_single");
                    copyBack(out, buf);
                  });
 }
@@ -507,16 +516,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::alltoall(std::vector<at::Tens
   return enqueue(c10d::OpType::ALLTOALL, "strata:all_to_all", outputs, inputs,
                  [this, outputs, ins, bufs]() mutable {
                    bufs[rank_].copy_(ins[rank_].view(bufs[rank_].sizes()));
-                   check(strataGroupStart(), "all_to_all");
-                   strataResult_t rc = strataSuccess;
-                   for (int p = 0; p < size_ && rc == strataSuccess; ++p) {
-                     if (p == rank_) continue;
-                     if (nbytes(ins[p])) rc = strataSend(ins[p].data_ptr(), nbytes(ins[p]), strataUint8, p, comm_);
-                     if (rc == strataSuccess && nbytes(bufs[p]))
-                       rc = strataRecv(bufs[p].data_ptr(), nbytes(bufs[p]), strataUint8, p, comm_);
+                   std::vector<Block> sends(size_), recvs(size_);
+                   for (int p = 0; p < size_; ++p) {
+                     sends[p] = {static_cast<char*>(ins[p].data_ptr()), nbytes(ins[p])};
+                     recvs[p] = {static_cast<char*>(bufs[p].data_ptr()), nbytes(bufs[p])};
                    }
-                   const strataResult_t end = strataGroupEnd();
-                   check(rc != strataSuccess ? rc : end, "all_to_all");
+                   exchangeWithPeers(sends, recvs, "all_to_all");
                    for (int p = 0; p < size_; ++p) copyBack(outputs[p], bufs[p]);
                  });
 }

@@ -71,6 +71,13 @@ class ProcessGroupStrata : public c10d::ProcessGroup {
   /// Reduces the contiguous `buf` in place: to every rank (root < 0) or to `root`.
   void runReduction(at::Tensor buf, const Reduction& r, int root, const char* what);
   void checkRoot(int64_t root, const char* what) const;
+  /// Bytes at `data` (none when `bytes` is 0), one per peer.
+  struct Block {
+    char* data = nullptr;
+    size_t bytes = 0;
+  };
+  /// Sends sends[p] to and receives recvs[p] from every other rank p, in one strata group.
+  void exchangeWithPeers(const std::vector<Block>& sends, const std::vector<Block>& recvs, const char* what);
   void checkPeer(int peer, const char* what) const;
 
   c10::intrusive_ptr<c10d::Store> store_;
