@@ -63,7 +63,7 @@ void consumeCopy(void* dst, void* src, size_t bytes) {
   auto* d = static_cast<char*>(dst);
   auto* s = static_cast<char*>(src);
 #if STRATA_CONSUME_X86
-  if (hostIsa() == HostIsa::Avx2) return copyFusedAvx2(d, s, bytes);
+  if (hostIsa() != HostIsa::Generic) return copyFusedAvx2(d, s, bytes);  // Avx2 or Avx512
 #endif
   copyBlocks(d, s, bytes);
 }

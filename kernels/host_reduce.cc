@@ -4,7 +4,8 @@
 // compute type) and an op functor, instantiated twice: generic (baseline x86-64, or any CPU) and,
 // on x86, AVX2+F16C (the same C++ compiled with target("avx2,f16c"), plus the F16C loops of
 // reduce_avx2.h for fp16 and of reduce_fp8_avx2.h for fp8 sum/prod/scale; fp8 max/min compare the
-// bytes, fp8_minmax.h). A table of function pointers per variant is chosen once per process
+// bytes, fp8_minmax.h), and a third, AVX-512 variant: the AVX2 one with the fp8 sums of
+// reduce_fp8_avx512.h. A table of function pointers per variant is chosen once per process
 // (host_isa.h), so a call costs one indexed load and no switch runs per element. Loops access
 // memory through memcpy, so any byte alignment works, and GCC vectorises them with unaligned loads.
 // dst == a or dst == b is allowed: every element is read before it is written, and GCC's runtime
@@ -31,6 +32,7 @@
 #include "kernels/host_isa.h"
 #include "kernels/reduce_avx2.h"
 #include "kernels/reduce_fp8_avx2.h"
+#include "kernels/reduce_fp8_avx512.h"
 #include "kernels/reduce_loops.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -115,8 +117,11 @@ constexpr void fillRow(KernelTable& t, strataDataType_t dt) {
   t.divide[dt] = divideGeneric<Cd>;
 }
 
-template <bool kAvx2>
+enum class Variant { Generic, Avx2, Avx512 };
+
+template <Variant V>
 constexpr KernelTable makeTable() {
+  constexpr bool kAvx2 = V != Variant::Generic;
   KernelTable t{};
   fillRow<Plain<int8_t>, kAvx2>(t, strataInt8);
   fillRow<Plain<uint8_t>, kAvx2>(t, strataUint8);
@@ -130,13 +135,23 @@ constexpr KernelTable makeTable() {
   fillRow<Bf16, kAvx2>(t, strataBfloat16);
   fillRow<E4m3, kAvx2>(t, strataFloat8e4m3);
   fillRow<E5m2, kAvx2>(t, strataFloat8e5m2);
+#if STRATA_KERNELS_X86
+  if constexpr (V == Variant::Avx512) {
+    t.reduce[strataFloat8e4m3][0] = reduceFp8SumAvx512<E4m3>;
+    t.reduce[strataFloat8e5m2][0] = reduceFp8SumAvx512<E5m2>;
+  }
+#endif
   return t;
 }
 
-constexpr KernelTable kGenericTable = makeTable<false>();
-constexpr KernelTable kAvx2Table = makeTable<true>();
+constexpr KernelTable kGenericTable = makeTable<Variant::Generic>();
+constexpr KernelTable kAvx2Table = makeTable<Variant::Avx2>();
+constexpr KernelTable kAvx512Table = makeTable<Variant::Avx512>();
 
-const KernelTable* tableFor(HostIsa isa) { return isa == HostIsa::Avx2 ? &kAvx2Table : &kGenericTable; }
+const KernelTable* tableFor(HostIsa isa) {
+  if (isa == HostIsa::Avx512) return &kAvx512Table;
+  return isa == HostIsa::Avx2 ? &kAvx2Table : &kGenericTable;
+}
 
 std::atomic<const KernelTable*>& activeTable() {
   static std::atomic<const KernelTable*> table{tableFor(hostIsaBest())};
@@ -149,27 +164,36 @@ bool validType(strataDataType_t t) { return int(t) >= 0 && int(t) < kNumTypes; }
 
 HostIsa hostIsaBest() {
 #if STRATA_KERNELS_X86
-  static const bool avx2 = [] {
+  static const HostIsa best = [] {
     __builtin_cpu_init();  // in case we run before libgcc's constructor (static initialisers)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) return HostIsa::Generic;
+    // libgcc checks that the OS saves the AVX-512 state too.
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bf16");
+    return avx512 ? HostIsa::Avx512 : HostIsa::Avx2;
   }();
-  return avx2 ? HostIsa::Avx2 : HostIsa::Generic;
+  return best;
 #else
   return HostIsa::Generic;
 #endif
 }
 
 HostIsa hostIsa() {
-  return activeTable().load(std::memory_order_relaxed) == &kAvx2Table ? HostIsa::Avx2 : HostIsa::Generic;
+  const KernelTable* t = activeTable().load(std::memory_order_relaxed);
+  if (t == &kAvx512Table) return HostIsa::Avx512;
+  return t == &kAvx2Table ? HostIsa::Avx2 : HostIsa::Generic;
 }
 
 bool setHostIsa(HostIsa isa) {
-  if (isa == HostIsa::Avx2 && hostIsaBest() != HostIsa::Avx2) return false;
+  if (int(isa) > int(hostIsaBest())) return false;  // each variant needs what the one before needs
   activeTable().store(tableFor(isa), std::memory_order_relaxed);
   return true;
 }
 
-const char* hostIsaName(HostIsa isa) { return isa == HostIsa::Avx2 ? "avx2" : "generic"; }
+const char* hostIsaName(HostIsa isa) {
+  if (isa == HostIsa::Avx512) return "avx512";
+  return isa == HostIsa::Avx2 ? "avx2" : "generic";
+}
 
 size_t dtypeSize(strataDataType_t dtype) {
   static constexpr size_t kSizes[kNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};

@@ -52,7 +52,8 @@ struct Guarded {
 
 std::vector<sk::HostIsa> variants() {
   std::vector<sk::HostIsa> v{sk::HostIsa::Generic};
-  if (sk::hostIsaBest() == sk::HostIsa::Avx2) v.push_back(sk::HostIsa::Avx2);
+  if (sk::hostIsaBest() != sk::HostIsa::Generic) v.push_back(sk::HostIsa::Avx2);  // AVX-512 machines have AVX2
+  if (sk::hostIsaBest() == sk::HostIsa::Avx512) v.push_back(sk::HostIsa::Avx512);
   return v;
 }
 

@@ -251,7 +251,7 @@ class IsaScope {
 #define REQUIRE_ISA(scope, isa) \
   if (!(scope).ok()) GTEST_SKIP() << "CPU lacks the " << sk::hostIsaName(isa) << " variant"
 
-constexpr HostIsa kIsas[] = {HostIsa::Generic, HostIsa::Avx2};
+constexpr HostIsa kIsas[] = {HostIsa::Generic, HostIsa::Avx2, HostIsa::Avx512};
 constexpr size_t kCounts[] = {0, 1, 3, 17, 1000, 4099};
 
 // ---------------------------------------------------------------------------------------------

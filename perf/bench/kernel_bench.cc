@@ -4,6 +4,7 @@
 //   build/perf/bench/kernel_bench          # everything, ~15 s of CPU time (longer on a busy machine)
 //   build/perf/bench/kernel_bench --benchmark_filter='reduce/sum/(fp32|bf16)/64MiB'
 //   build/perf/bench/kernel_bench --isa=generic                 # force the portable variant
+//   build/perf/bench/kernel_bench --isa=avx2                    # or AVX2 where AVX-512 is best
 //
 // What is measured, per size (64 KiB: cache-resident; 64 MiB: memory-bound):
 //   memcpy/<size>                       std::memcpy(dst, src)        bytes = 2 x size (read + write)
@@ -275,15 +276,15 @@ void registerAll() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // One flag of our own, --isa=generic|avx2, taken out before Google Benchmark sees argv.
+  // One flag of our own, --isa=generic|avx2|avx512, taken out before Google Benchmark sees argv.
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--isa=", 0) == 0) {
       const std::string want = arg.substr(6);
-      const auto isa = want == "generic" ? k::HostIsa::Generic : k::HostIsa::Avx2;
-      if ((want != "generic" && want != "avx2") || !k::setHostIsa(isa)) {
-        std::fprintf(stderr, "kernel_bench: --isa=%s: not 'generic' or 'avx2', or not supported here\n",
+      const auto isa = want == "generic" ? k::HostIsa::Generic : want == "avx2" ? k::HostIsa::Avx2 : k::HostIsa::Avx512;
+      if ((want != "generic" && want != "avx2" && want != "avx512") || !k::setHostIsa(isa)) {
+        std::fprintf(stderr, "kernel_bench: --isa=%s: not 'generic', 'avx2' or 'avx512', or not supported here\n",
                      want.c_str());
         return 2;
       }
