@@ -31,7 +31,10 @@ int parseArgs(int argc, char** argv, Config& c, ParityOptions* parity) {
   app.add_option("--ep", c.ep, "expert-parallel size")->check(CLI::PositiveNumber);
   app.add_flag("--sp", c.sp, "sequence parallelism inside the tensor-parallel group");
   app.add_option("--zero", c.zero, "ZeRO stage 0-3 (3 = FSDP)")->check(CLI::Range(0, 3));
-  app.add_option("--schedule", c.schedule, "pipeline schedule")->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
+  app.add_option("--schedule", c.schedule, "pipeline schedule (zb: zero-bubble ZB-H1, backward split into B and W)")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zb"}));
+  app.add_flag("--print-schedule", c.printSchedule,
+               "print the pipeline schedule as a grid of time units per stage (F = B = W = 1) and exit");
   app.add_option("--microbatches", c.microbatches, "microbatches per step (gradient accumulation / pipeline)")
       ->check(CLI::PositiveNumber);
   app.add_option("--virtual-stages", c.virtualStages, "model chunks per pipeline rank (interleaved)")
@@ -63,6 +66,8 @@ int parseArgs(int argc, char** argv, Config& c, ParityOptions* parity) {
   app.add_option("--load", c.load, "resume from a checkpoint folder (any layout)");
   app.add_option("--plot", c.plot, "write a loss-curve PNG (gnuplot)");
   app.add_flag("--quiet", c.quiet, "print only the summary");
+  app.add_option("--trace", c.trace,
+                 "write a Chrome trace-event JSON of every rank (Perfetto, chrome://tracing), merged by rank 0");
   app.add_flag("--no-overlap", c.noOverlap, "reduce gradients after backward, not during it");
   app.add_flag("--deterministic", c.deterministic,
                "bitwise reproducible reductions whatever the algorithm or node layout (STRATA_DETERMINISTIC=1)");
@@ -119,8 +124,11 @@ std::string validate(const Config& c, int world) {
   if (c.cp > 1 && c.seq % (2 * c.cp))
     bad(fmt::format("seq {} is not divisible by 2*cp = {} (each cp rank holds a head and a tail chunk)", c.seq,
                     2 * c.cp));
-  if (c.schedule == "1f1b" && c.pp > 1 && c.microbatches < c.pp)
-    bad(fmt::format("1f1b needs microbatches >= pp ({} < {})", c.microbatches, c.pp));
+  if ((c.schedule == "1f1b" || c.schedule == "zb") && c.pp > 1 && c.microbatches < c.pp)
+    bad(fmt::format("{} needs microbatches >= pp ({} < {})", c.schedule, c.microbatches, c.pp));
+  if (c.schedule == "zb" && c.moe())
+    bad("zb splits the backward of dense layers only: the MoE backward (router, experts, all-to-all) is not split; "
+        "use 1f1b with --experts");
   if (c.schedule == "interleaved" && c.pp > 1 && c.microbatches % c.pp)
     bad(fmt::format("interleaved needs microbatches divisible by pp ({} % {})", c.microbatches, c.pp));
   if (c.virtualStages > 1 && c.schedule != "interleaved")

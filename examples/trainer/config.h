@@ -12,7 +12,7 @@ struct Config {
   int dp = 1, tp = 1, pp = 1, cp = 1, ep = 1;
   bool sp = false;
   int zero = 0;
-  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved | zb (ZB-H1, schedule.h)
   int microbatches = 1;
   int virtualStages = 1;
   std::string order = "tp-cp-ep-dp-pp";
@@ -33,6 +33,8 @@ struct Config {
   bool quiet = false;
   bool noOverlap = false;  // DP: reduce buckets after backward instead of during it
   bool deterministic = false;  // strata's deterministic reductions (STRATA_DETERMINISTIC=1)
+  std::string trace;           // Chrome trace-event JSON of every rank, merged by rank 0
+  bool printSchedule = false;  // print the pipeline schedule as a grid and exit
 
   int worldSize() const { return dp * tp * pp * cp * ep; }
   int ffn() const { return 4 * hidden; }

@@ -1,30 +1,19 @@
-// context.h: what one rank's training thread carries around (settings, groups, parameters) and
-// the timed collectives it calls. Every collective on the training thread is exposed time.
+// context.h: what one rank's training thread carries around (settings, groups, parameters, the
+// span recorder) and the recorded collectives it calls. Every collective on the training thread is
+// exposed time.
 #pragma once
 
-#include <chrono>
+#include <fmt/format.h>
 
 #include "config.h"
 #include "data.h"
 #include "mesh.h"
 #include "params.h"
+#include "trace.h"
 
 namespace trainer {
 
 class GradSync;
-
-struct Timers {
-  double commMain = 0;  // blocking collectives on the training thread (tp, cp, ep, zero-3 gathers, ...)
-  double ppComm = 0;    // pipeline send/recv (includes waiting for the neighbour stage: bubble)
-  double gradWait = 0;  // waiting for the communication thread's gradient buckets
-  double commBg = 0;    // the communication thread's busy time (overlapped with compute when possible)
-  double busy = 0;      // time inside pipeline actions (forward/backward of a chunk)
-  void reset() { *this = Timers{}; }
-};
-
-inline double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 struct Ctx {
   Config cfg;
@@ -32,7 +21,7 @@ struct Ctx {
   ParamStore* ps = nullptr;
   GradSync* sync = nullptr;
   const Data* data = nullptr;
-  Timers tm;
+  Recorder rec;  // every pass, layer and strata call of this rank (both threads)
   // sizes
   int C = 0, T = 0, Cl = 0, Hl = 0, hs = 0, Fl = 0, Vl = 0, vStart = 0, E = 0, El = 0;
   bool sp = false;  // sequence parallel active (tp > 1)
@@ -63,7 +52,7 @@ struct Ctx {
     if (!g.active() || n == 0) return;
     double t0 = now();
     g.comm.allReduce(x, x, n, op);
-    tm.commMain += now() - t0;
+    collective(g, "all_reduce", n * sizeof(T), t0);
   }
   template <class T>
   void allGather(Group& g, const T* in, T* out, size_t n) {  // n per rank
@@ -73,7 +62,7 @@ struct Ctx {
     }
     double t0 = now();
     g.comm.allGather(in, out, n);
-    tm.commMain += now() - t0;
+    collective(g, "all_gather", n * size_t(g.size) * sizeof(T), t0);
   }
   template <class T>
   void reduceScatter(Group& g, const T* in, T* out, size_t n) {  // n per rank
@@ -83,7 +72,13 @@ struct Ctx {
     }
     double t0 = now();
     g.comm.reduceScatter(in, out, n);
-    tm.commMain += now() - t0;
+    collective(g, "reduce_scatter", n * size_t(g.size) * sizeof(T), t0);
+  }
+  /// Records a strata call (or group of calls) on group g that began at t0 and ends now. bytes:
+  /// the whole buffer the collective works on (all ranks' parts for gathers and scatters).
+  void collective(const Group& g, const char* op, size_t bytes, double t0, Lane lane = Lane::Main) {
+    rec.add({t0, now(), lane, Kind::Collective, 0, op,
+             fmt::format("\"comm\": \"{}\", \"ranks\": {}, \"bytes\": {}", g.name, g.size, bytes)});
   }
 };
 

@@ -20,7 +20,7 @@ void ringShift(Ctx& c, const std::vector<float>& out, std::vector<float>& in) {
     g.comm.recv(in.data(), in.size(), (g.rank - 1 + g.size) % g.size);
     grp.end();
   }
-  c.tm.commMain += now() - t0;
+  c.collective(g, "send/recv (ring)", 2 * out.size() * sizeof(float), t0);
 }
 
 }  // namespace

@@ -36,10 +36,8 @@ void GradSync::post(int cls, int unit, std::function<void()> fn) {
     std::lock_guard<std::mutex> lk(mu_);
     pending_[cls][size_t(unit)]++;
     queue_.push_back([this, cls, unit, fn = std::move(fn)] {
-      double t0 = now();
       fn();
       std::lock_guard<std::mutex> lk2(mu_);
-      busy_ += now() - t0;
       pending_[cls][size_t(unit)]--;
       done_.notify_all();
     });
@@ -52,7 +50,8 @@ void GradSync::waitUnit(int cls, int unit) {
   if (pending_[cls][size_t(unit)] == 0) return;
   double t0 = now();
   done_.wait(lk, [&] { return pending_[cls][size_t(unit)] == 0; });
-  c_.tm.gradWait += now() - t0;
+  c_.rec.add({t0, now(), Lane::Main, Kind::GradWait, 0, "wait for gradients",
+              fmt::format("\"class\": \"{}\", \"unit\": {}", clsName(cls), unit)});
 }
 
 void GradSync::waitAll() {
@@ -66,14 +65,7 @@ void GradSync::waitAll() {
   if (idle()) return;
   double t0 = now();
   done_.wait(lk, idle);
-  c_.tm.gradWait += now() - t0;
-}
-
-double GradSync::busySeconds() {
-  std::lock_guard<std::mutex> lk(mu_);
-  double b = busy_;
-  busy_ = 0;
-  return b;
+  c_.rec.add({t0, now(), Lane::Main, Kind::GradWait, 0, "wait for gradients", "\"unit\": \"all\""});
 }
 
 void GradSync::beginStep(int microbatches) {
@@ -97,8 +89,10 @@ void GradSync::reduceUnit(int k, int u) {
   Group& g = c_.mesh->red[k];
   const Unit& un = cb.units[size_t(u)];
   if (!g.active()) return;
+  const double t0 = now();
   if (zero_ == 0) g.comm.allReduce(cb.grad.data() + un.begin, cb.grad.data() + un.begin, un.end - un.begin);
   else g.comm.reduceScatter(cb.grad.data() + un.begin, cb.grad.data() + cb.shardBegin(un), cb.shardLen(un));
+  c_.collective(g, zero_ == 0 ? "all_reduce" : "reduce_scatter", (un.end - un.begin) * sizeof(float), t0, Lane::Comm);
 }
 
 void GradSync::afterBackward(int key, bool lastMicro) {
@@ -124,7 +118,9 @@ void GradSync::afterBackward(int key, bool lastMicro) {
           return;
         }
         std::vector<float> tmp(len);
+        const double t0 = now();
         g.comm.reduceScatter(b.scratch.data() + n.begin, tmp.data(), len);
+        c_.collective(g, "reduce_scatter", (n.end - n.begin) * sizeof(float), t0, Lane::Comm);
         for (size_t i = 0; i < len; ++i) b.grad[at + i] += tmp[i];
       });
       if (c_.cfg.noOverlap) waitUnit(k, u);

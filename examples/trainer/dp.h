@@ -10,8 +10,8 @@
 //   zero 3: as zero 2, and parameters stay sharded: gather() before a layer runs, release() after
 // The tied embedding (class E) is reduced last, after the pipeline, over the group that also
 // joins the first and last pipeline stage, so its two copies receive the same summed gradient.
-// Exposed communication = time the training thread waits for buckets; the thread's busy time is
-// reported beside it.
+// Every call is recorded (context.h, trace.h): the training thread's waits for buckets are exposed
+// communication, the communication thread's calls are the gradient reduction.
 #pragma once
 
 #include <condition_variable>
@@ -55,8 +55,6 @@ class GradSync {
   /// Largest parameter bytes this rank held at once (shards + working buffers) since the start.
   size_t peakResident() const { return peak_; }
 
-  double busySeconds();
-
  private:
   void post(int cls, int unit, std::function<void()> fn);
   void waitUnit(int cls, int unit);
@@ -74,7 +72,6 @@ class GradSync {
   std::mutex mu_;
   std::condition_variable cv_, done_;
   bool stop_ = false;
-  double busy_ = 0;
   size_t peak_ = 0;
   void notePeak();
   std::thread thread_;

@@ -31,7 +31,9 @@ void allToAllV(Ctx& c, const float* send, const std::vector<int>& sc, float* rec
       if (p != me && rc[size_t(p)]) g.comm.recv(recv + ro[size_t(p)], ro[size_t(p) + 1] - ro[size_t(p)], p);
     grp.end();
   }
-  c.tm.commMain += now() - t0;
+  const size_t moved = (so[size_t(n)] - (so[size_t(me) + 1] - so[size_t(me)])) +  // sent and received, not self
+                       (ro[size_t(n)] - (ro[size_t(me) + 1] - ro[size_t(me)]));
+  c.collective(g, "all_to_all_v (send/recv)", moved * sizeof(float), t0);
 }
 
 // Rows arrive grouped (peer, local expert); experts want (local expert, peer). cnt is (peer, El).
@@ -125,7 +127,7 @@ void moeFwd(Ctx& c, int layer, const float* u, float* y, int Ns, const std::vect
   if (epn > 1) {
     double t0 = now();
     c.mesh->ep.comm.allToAll(mc.sendCount.data(), mc.recvCount.data(), size_t(El));
-    c.tm.commMain += now() - t0;
+    c.collective(c.mesh->ep, "all_to_all", mc.sendCount.size() * sizeof(int), t0);
   }
   std::vector<float> sendBuf(mc.order.size() * size_t(C));
   for (size_t i = 0; i < mc.order.size(); ++i)

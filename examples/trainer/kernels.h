@@ -94,6 +94,41 @@ void layernormBwd(F* dx, F* dw, F* db, const F* dout, const F* x, const F* w, co
   }
 }
 
+// The two halves of layernormBwd, with the same per-element arithmetic: dx (N,C) += (B) ...
+template <class F>
+void layernormBwdInput(F* dx, const F* dout, const F* x, const F* w, const F* mean, const F* rstd, int N, int C) {
+  for (int n = 0; n < N; ++n) {
+    const F* xr = x + size_t(n) * C;
+    const F* g = dout + size_t(n) * C;
+    F dnMean = 0, dnNorm = 0;
+    for (int c = 0; c < C; ++c) {
+      F norm = (xr[c] - mean[n]) * rstd[n];
+      F dn = g[c] * w[c];
+      dnMean += dn;
+      dnNorm += dn * norm;
+    }
+    dnMean /= C;
+    dnNorm /= C;
+    for (int c = 0; c < C; ++c) {
+      F norm = (xr[c] - mean[n]) * rstd[n];
+      dx[size_t(n) * C + c] += (g[c] * w[c] - dnMean - norm * dnNorm) * rstd[n];
+    }
+  }
+}
+// ... and dw, db (C) += (W).
+template <class F>
+void layernormBwdWeight(F* dw, F* db, const F* dout, const F* x, const F* mean, const F* rstd, int N, int C) {
+  for (int n = 0; n < N; ++n) {
+    const F* xr = x + size_t(n) * C;
+    const F* g = dout + size_t(n) * C;
+    for (int c = 0; c < C; ++c) {
+      F norm = (xr[c] - mean[n]) * rstd[n];
+      dw[c] += g[c] * norm;
+      db[c] += g[c];
+    }
+  }
+}
+
 // ---- linear ----------------------------------------------------------------------------------
 // Dot product in a fixed order: eight interleaved partial sums (so the compiler can use vector
 // registers), combined pairwise, then the tail. Deterministic and independent of anything but a, b.
@@ -130,6 +165,35 @@ void matmulBwd(F* din, F* dw, F* dbias, const F* dout, const F* in, const F* w, 
       F* __restrict dwr = dw + size_t(o) * K;
       if (dx)
         for (int kk = 0; kk < K; ++kk) dx[kk] += g * wr[kk];
+      for (int kk = 0; kk < K; ++kk) dwr[kk] += g * x[kk];
+      if (dbias) dbias[o] += g;
+    }
+  }
+}
+// The same backward in two halves (zero-bubble pipelines run them at different times). Every
+// element sees the same operations in the same order as in matmulBwd, so the results are equal.
+// din (N,K) += dout @ w: the input gradient (B).
+template <class F>
+void matmulBwdInput(F* din, const F* dout, const F* w, int N, int K, int O) {
+  for (int n = 0; n < N; ++n) {
+    const F* d = dout + size_t(n) * O;
+    F* __restrict dx = din + size_t(n) * K;
+    for (int o = 0; o < O; ++o) {
+      const F g = d[o];
+      const F* __restrict wr = w + size_t(o) * K;
+      for (int kk = 0; kk < K; ++kk) dx[kk] += g * wr[kk];
+    }
+  }
+}
+// dw (O,K) += dout^T @ in; dbias (O) += sum_n dout (may be null): the weight gradient (W).
+template <class F>
+void matmulBwdWeight(F* dw, F* dbias, const F* dout, const F* in, int N, int K, int O) {
+  for (int n = 0; n < N; ++n) {
+    const F* d = dout + size_t(n) * O;
+    const F* __restrict x = in + size_t(n) * K;
+    for (int o = 0; o < O; ++o) {
+      const F g = d[o];
+      F* __restrict dwr = dw + size_t(o) * K;
       for (int kk = 0; kk < K; ++kk) dwr[kk] += g * x[kk];
       if (dbias) dbias[o] += g;
     }

@@ -79,8 +79,9 @@ Group split(const Mesh& m, strata::Communicator& world, std::array<bool, NDIM> d
 }
 
 // A group of the parallel-groups API, borrowed (m.groups owns the communicator).
-Group view(const Mesh& m, strataGroupKind_t kind) {
+Group view(const Mesh& m, strataGroupKind_t kind, const char* name) {
   Group g;
+  g.name = name;
   g.comm = strata::Communicator::borrow(m.groups.comm(kind).get());
   g.size = g.comm.size();
   g.rank = g.comm.rank();
@@ -100,12 +101,12 @@ Mesh buildMesh(const Config& cfg, strata::Communicator& world) {
     if (c[size_t(d)] != m.coord[d])
       throw std::runtime_error(fmt::format("rank {}: strata places it at {} {} but the trainer at {}", m.rank,
                                            kDimNames[d], c[size_t(d)], m.coord[d]));
-  m.all = view(m, strataGroupWorld);
-  m.tp = view(m, strataGroupTp);
-  m.cp = view(m, strataGroupCp);
-  m.ep = view(m, strataGroupEp);
-  m.pp = view(m, strataGroupPp);
-  m.tpcp = view(m, strataGroupTpCp);
+  m.all = view(m, strataGroupWorld, "world");
+  m.tp = view(m, strataGroupTp, "tp");
+  m.cp = view(m, strataGroupCp, "cp");
+  m.ep = view(m, strataGroupEp, "ep");
+  m.pp = view(m, strataGroupPp, "pp");
+  m.tpcp = view(m, strataGroupTpCp, "tp_cp");
   auto dims = [](std::initializer_list<Dim> ds) {
     std::array<bool, NDIM> a{};
     for (Dim d : ds) a[d] = true;
@@ -122,7 +123,12 @@ Mesh buildMesh(const Config& cfg, strata::Communicator& world) {
     // still counts every pp coordinate, so its rank 0 is the first stage's dp=cp=ep=0 rank.
     bool member = c == CE ? embMember : true;
     m.red[c] = split(m, world, clsDims[c], member);
-    m.gat[c] = c == CD ? view(m, strataGroupDpCp) : split(m, world, clsDims[c], member);
+    m.gat[c] = c == CD ? view(m, strataGroupDpCp, "") : split(m, world, clsDims[c], member);
+    // named by the dimensions it spans that have more than one rank, e.g. dp, tp_dp, dp_pp
+    std::string name;
+    for (int d = 0; d < NDIM; ++d)
+      if (clsDims[c][size_t(d)] && m.size[d] > 1) name += (name.empty() ? "" : "_") + std::string(kDimNames[d]);
+    m.red[c].name = m.gat[c].name = name.empty() ? "self" : name;
   }
   return m;
 }

@@ -26,6 +26,7 @@ const char* clsName(int c);
 struct Group {
   strata::Communicator comm;
   int size = 1, rank = 0;
+  std::string name = "self";  // tp, cp, ep, pp, dp, tp_cp, world, or the dimensions a gradient-class group spans
   bool active() const { return size > 1; }
 };
 

@@ -1,6 +1,10 @@
 // model.cc: forward and backward of a pipeline chunk: embedding, blocks, tied head and loss.
 #include "model.h"
 
+#include <stdexcept>
+
+#include <fmt/format.h>
+
 #include "cp.h"
 #include "dp.h"
 #include "kernels.h"
@@ -10,6 +14,7 @@ namespace trainer {
 
 namespace {
 void zeros(std::vector<float>& v, size_t n) { v.assign(n, 0.f); }
+std::string spanArgs(int mb, int layer) { return fmt::format("\"mb\": {}, \"layer\": {}", mb, layer); }
 uint64_t mix64(uint64_t z) {  // splitmix64 finaliser
   z += 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -41,7 +46,7 @@ void Model::beginStep(const std::vector<MicroBatch>* mbs, double scoredTokens) {
   ceSum = auxSum = 0;
   ceScale_ = float(1.0 / scoredTokens);
   auxScale_ = 1.f / float(c_.cfg.microbatches * c_.cfg.dataRanks());
-  backwardCount_.assign(size_t(c_.cfg.virtualStages), 0);
+  weightCount_.assign(size_t(c_.cfg.virtualStages), 0);
   acts_.clear();
 }
 
@@ -117,73 +122,86 @@ void Model::layerFwd(int l, LayerAct& a, const MicroBatch& mb, const float* x, f
   }
 }
 
-void Model::layerBwd(int l, LayerAct& a, const MicroBatch& mb, const float* dout, float* dx) {
+void Model::layerBwdInput(int l, LayerAct& a, const MicroBatch& mb, const float* dout, float* dx) {
   ParamStore& ps = *c_.ps;
   const LayerIdx& li = ps.layers[size_t(l)];
   const int N = mb.rows(), Nr = tp::resRows(c_, N), C = c_.C, Cl = c_.Cl, Fl = c_.Fl;
-  std::vector<float> dx2(dout, dout + size_t(Nr) * C), dln2, tmp;
+  std::vector<float> dx2(dout, dout + size_t(Nr) * C);
   const bool drop = dropping();
   const int rf = tp::resFirst(c_, N);
-  std::vector<float> dmasked;  // gradient of the MLP branch before dropout
-  const float* dbr = dout;
+  // gradient of the MLP branch before dropout
+  a.dmlp.assign(dout, dout + size_t(Nr) * C);
   if (drop) {
     const std::vector<float> m = dropoutMask(c_.cfg, mb, l, 2, rf, Nr);
-    dmasked.resize(size_t(Nr) * C);
-    for (size_t i = 0; i < dmasked.size(); ++i) dmasked[i] = dout[i] * m[i];
-    dbr = dmasked.data();
+    for (size_t i = 0; i < a.dmlp.size(); ++i) a.dmlp[i] = dout[i] * m[i];
   }
   // feed-forward
   if (!c_.cfg.moe()) {
-    k::biasBwd(ps.G(li.fcpb), dbr, Nr, C);
-    std::vector<float> dy(size_t(N) * C), dg, dh, dmin;
-    tp::exitBwd(c_, dbr, dy.data(), N);
+    std::vector<float> dg, dmin;
+    a.dy.resize(size_t(N) * C);
+    tp::exitBwd(c_, a.dmlp.data(), a.dy.data(), N);
     zeros(dg, size_t(N) * Fl);
-    k::matmulBwd(dg.data(), ps.G(li.fcpw), static_cast<float*>(nullptr), dy.data(), a.g.data(), ps.P(li.fcpw), N, Fl, C);
-    zeros(dh, size_t(N) * Fl);
-    k::geluBwd(dh.data(), a.h.data(), dg.data(), dh.size());
+    k::matmulBwdInput(dg.data(), a.dy.data(), ps.P(li.fcpw), N, Fl, C);
+    zeros(a.dh, size_t(N) * Fl);
+    k::geluBwd(a.dh.data(), a.h.data(), dg.data(), a.dh.size());
     zeros(dmin, size_t(N) * C);
-    k::matmulBwd(dmin.data(), ps.G(li.fcw), ps.G(li.fcb), dh.data(), a.min.data(), ps.P(li.fcw), N, C, Fl);
-    zeros(dln2, size_t(Nr) * C);
-    tp::enterBwd(c_, dmin.data(), dln2.data(), N);
+    k::matmulBwdInput(dmin.data(), a.dh.data(), ps.P(li.fcw), N, C, Fl);
+    zeros(a.dln2, size_t(Nr) * C);
+    tp::enterBwd(c_, dmin.data(), a.dln2.data(), N);
   } else {
+    // The MoE backward (router, gates, experts) computes its weight gradients here, in B: only
+    // unsplit schedules run MoE layers (config.cc refuses zb with --experts).
     const bool slice = c_.tp > 1 && !c_.sp;
     const int Ns = c_.tp > 1 ? N / c_.tp : N, s0 = c_.tp > 1 ? c_.tr * Ns : 0;
     const float* u = slice ? a.ln2.data() + size_t(s0) * C : a.ln2.data();
-    const float* dys = slice ? dbr + size_t(s0) * C : dbr;
+    const float* dys = slice ? a.dmlp.data() + size_t(s0) * C : a.dmlp.data();
     std::vector<float> du(size_t(Ns) * C, 0.f);
     ep::moeBwd(c_, l, u, dys, du.data(), a.moe, auxScale_);
     if (slice) {
-      dln2.resize(size_t(N) * C);
-      c_.allGather(c_.mesh->tp, du.data(), dln2.data(), du.size());
+      a.dln2.resize(size_t(N) * C);
+      c_.allGather(c_.mesh->tp, du.data(), a.dln2.data(), du.size());
     } else {
-      dln2.swap(du);
+      a.dln2.swap(du);
     }
   }
-  k::layernormBwd(dx2.data(), ps.G(li.ln2w), ps.G(li.ln2b), dln2.data(), a.x2.data(), ps.P(li.ln2w), a.ln2m.data(),
-                  a.ln2r.data(), Nr, C);
-  // attention
-  const float* dab = dx2.data();  // gradient of the attention branch before dropout
+  k::layernormBwdInput(dx2.data(), a.dln2.data(), a.x2.data(), ps.P(li.ln2w), a.ln2m.data(), a.ln2r.data(), Nr, C);
+  // attention: gradient of the branch before dropout
+  a.datb = dx2;
   if (drop) {
     const std::vector<float> m = dropoutMask(c_.cfg, mb, l, 1, rf, Nr);
-    dmasked.resize(size_t(Nr) * C);
-    for (size_t i = 0; i < dmasked.size(); ++i) dmasked[i] = dx2[i] * m[i];
-    dab = dmasked.data();
+    for (size_t i = 0; i < a.datb.size(); ++i) a.datb[i] = dx2[i] * m[i];
   }
-  k::biasBwd(ps.G(li.attb), dab, Nr, C);
-  std::vector<float> dproj(size_t(N) * C), datt, dqkv, dain, dln1;
-  tp::exitBwd(c_, dab, dproj.data(), N);
+  std::vector<float> datt, dain;
+  a.dproj.resize(size_t(N) * C);
+  tp::exitBwd(c_, a.datb.data(), a.dproj.data(), N);
   zeros(datt, size_t(N) * Cl);
-  k::matmulBwd(datt.data(), ps.G(li.attw), static_cast<float*>(nullptr), dproj.data(), a.att.data(), ps.P(li.attw), N,
-               Cl, C);
-  zeros(dqkv, size_t(N) * 3 * Cl);
-  cp::attentionBwd(c_, a.qkv.data(), mb.pos.data(), mb.b, mb.Tl, a.att.data(), a.lse.data(), datt.data(), dqkv.data());
+  k::matmulBwdInput(datt.data(), a.dproj.data(), ps.P(li.attw), N, Cl, C);
+  zeros(a.dqkv, size_t(N) * 3 * Cl);
+  cp::attentionBwd(c_, a.qkv.data(), mb.pos.data(), mb.b, mb.Tl, a.att.data(), a.lse.data(), datt.data(),
+                   a.dqkv.data());
   zeros(dain, size_t(N) * C);
-  k::matmulBwd(dain.data(), ps.G(li.qkvw), ps.G(li.qkvb), dqkv.data(), a.ain.data(), ps.P(li.qkvw), N, C, 3 * Cl);
-  zeros(dln1, size_t(Nr) * C);
-  tp::enterBwd(c_, dain.data(), dln1.data(), N);
+  k::matmulBwdInput(dain.data(), a.dqkv.data(), ps.P(li.qkvw), N, C, 3 * Cl);
+  zeros(a.dln1, size_t(Nr) * C);
+  tp::enterBwd(c_, dain.data(), a.dln1.data(), N);
   std::copy(dx2.begin(), dx2.end(), dx);
-  k::layernormBwd(dx, ps.G(li.ln1w), ps.G(li.ln1b), dln1.data(), a.x.data(), ps.P(li.ln1w), a.ln1m.data(),
-                  a.ln1r.data(), Nr, C);
+  k::layernormBwdInput(dx, a.dln1.data(), a.x.data(), ps.P(li.ln1w), a.ln1m.data(), a.ln1r.data(), Nr, C);
+}
+
+void Model::layerBwdWeight(int l, LayerAct& a, const MicroBatch& mb) {
+  ParamStore& ps = *c_.ps;
+  const LayerIdx& li = ps.layers[size_t(l)];
+  const int N = mb.rows(), Nr = tp::resRows(c_, N), C = c_.C, Cl = c_.Cl, Fl = c_.Fl;
+  float* const none = nullptr;
+  if (!c_.cfg.moe()) {
+    k::biasBwd(ps.G(li.fcpb), a.dmlp.data(), Nr, C);
+    k::matmulBwdWeight(ps.G(li.fcpw), none, a.dy.data(), a.g.data(), N, Fl, C);
+    k::matmulBwdWeight(ps.G(li.fcw), ps.G(li.fcb), a.dh.data(), a.min.data(), N, C, Fl);
+  }
+  k::layernormBwdWeight(ps.G(li.ln2w), ps.G(li.ln2b), a.dln2.data(), a.x2.data(), a.ln2m.data(), a.ln2r.data(), Nr, C);
+  k::biasBwd(ps.G(li.attb), a.datb.data(), Nr, C);
+  k::matmulBwdWeight(ps.G(li.attw), none, a.dproj.data(), a.att.data(), N, Cl, C);
+  k::matmulBwdWeight(ps.G(li.qkvw), ps.G(li.qkvb), a.dqkv.data(), a.ain.data(), N, C, 3 * Cl);
+  k::layernormBwdWeight(ps.G(li.ln1w), ps.G(li.ln1b), a.dln1.data(), a.x.data(), a.ln1m.data(), a.ln1r.data(), Nr, C);
 }
 
 void Model::forward(int v, int mbi, const float* xin, std::vector<float>& xout) {
@@ -197,6 +215,7 @@ void Model::forward(int v, int mbi, const float* xin, std::vector<float>& xout) 
   act.layers.resize(size_t(Lc));
   std::vector<float> x(size_t(Nr) * C), y(size_t(Nr) * C);
   if (chunk == 0) {
+    Scope span(c_.rec, Kind::Layer, 'F', "F embed", spanArgs(mbi, -1));
     if (z3) sync.gather(-1);
     std::vector<float> e(size_t(N) * C);
     k::embedFwd(e.data(), mb.tok.data(), ps.P(ps.wte), N, C, c_.vStart, c_.Vl);
@@ -212,6 +231,7 @@ void Model::forward(int v, int mbi, const float* xin, std::vector<float>& xout) 
   }
   for (int i = 0; i < Lc; ++i) {
     const int l = chunk * Lc + i;
+    Scope span(c_.rec, Kind::Layer, 'F', fmt::format("F layer {}", l), spanArgs(mbi, l));
     if (z3) sync.gather(l);
     layerFwd(l, act.layers[size_t(i)], mb, x.data(), y.data());
     if (z3) sync.release(l);
@@ -223,6 +243,7 @@ void Model::forward(int v, int mbi, const float* xin, std::vector<float>& xout) 
     return;
   }
   // head: final LayerNorm, tied vocab-parallel logits, cross-entropy
+  Scope span(c_.rec, Kind::Layer, 'F', "F head", spanArgs(mbi, L));
   if (z3) sync.gather(L);
   act.xlast = x;
   act.lnf.resize(x.size()), act.lnfm.resize(size_t(Nr)), act.lnfr.resize(size_t(Nr));
@@ -237,60 +258,141 @@ void Model::forward(int v, int mbi, const float* xin, std::vector<float>& xout) 
 }
 
 void Model::backward(int v, int mbi, const float* dxout, std::vector<float>& dxin) {
-  ParamStore& ps = *c_.ps;
+  backwardImpl(v, mbi, dxout, dxin, true);
+}
+
+void Model::backwardInput(int v, int mbi, const float* dxout, std::vector<float>& dxin) {
+  backwardImpl(v, mbi, dxout, dxin, false);
+}
+
+// weightsToo: each part's W right after its B (unsplit schedules). The sync hooks around the
+// parameter gradients: beforeBackward zeroes a unit's scratch (and, ZeRO-2/3, waits for its last
+// reduce-scatter), afterBackward adds it up and hands the bucket to the communication thread.
+void Model::backwardImpl(int v, int mbi, const float* dxout, std::vector<float>& dxin, bool weightsToo) {
   GradSync& sync = *c_.sync;
   const MicroBatch& mb = (*mbs_)[size_t(mbi)];
   const int chunk = chunkOf(v), nChunks = c_.cfg.chunks(), Lc = c_.cfg.layersPerChunk(), L = c_.cfg.layers;
   const int N = mb.rows(), Nr = tp::resRows(c_, N), rf = tp::resFirst(c_, N), C = c_.C;
   const bool z3 = c_.cfg.zero == 3;
-  const bool last = ++backwardCount_[size_t(v)] == c_.cfg.microbatches;
+  const bool last = weightsToo && ++weightCount_[size_t(v)] == c_.cfg.microbatches;
   ChunkAct& act = acts_[{v, mbi}];
   std::vector<float> dx(size_t(Nr) * C, 0.f), dprev(size_t(Nr) * C);
-  auto dwteOf = [&] { return sync.embScratch(mbi) + ps.tensors[size_t(ps.wte)].offset; };
   if (chunk + 1 == nChunks) {
-    float* dwte = dwteOf();
-    sync.beforeBackward(L);
-    if (z3) sync.gather(L);
-    std::vector<float> dlogits(act.logits.size()), dhin(size_t(N) * C, 0.f), dlnf(size_t(Nr) * C, 0.f);
-    k::ceBwd(dlogits.data(), act.logits.data(), act.rowMax.data(), act.stats.data(), mb.tgt.data(), N, c_.Vl, c_.vStart,
-             ceScale_);
-    k::matmulBwd(dhin.data(), dwte, static_cast<float*>(nullptr), dlogits.data(), act.hin.data(), ps.P(ps.wte), N, C,
-                 c_.Vl);
-    tp::enterBwd(c_, dhin.data(), dlnf.data(), N);
-    k::layernormBwd(dx.data(), ps.G(ps.lnfw), ps.G(ps.lnfb), dlnf.data(), act.xlast.data(), ps.P(ps.lnfw),
-                    act.lnfm.data(), act.lnfr.data(), Nr, C);
-    if (z3) sync.release(L);
-    sync.afterBackward(L, last);
-    if (c_.mesh->coord[PP] != 0) sync.embDone(mbi);  // this rank has no chunk 0: last use
+    ParamStore& ps = *c_.ps;
+    if (weightsToo) sync.beforeBackward(L);
+    {
+      Scope span(c_.rec, Kind::Layer, 'B', "B head", spanArgs(mbi, L));
+      if (z3) sync.gather(L);
+      std::vector<float> dhin(size_t(N) * C, 0.f);
+      act.dlogits.resize(act.logits.size());
+      zeros(act.dlnf, size_t(Nr) * C);
+      k::ceBwd(act.dlogits.data(), act.logits.data(), act.rowMax.data(), act.stats.data(), mb.tgt.data(), N, c_.Vl,
+               c_.vStart, ceScale_);
+      k::matmulBwdInput(dhin.data(), act.dlogits.data(), ps.P(ps.wte), N, C, c_.Vl);
+      tp::enterBwd(c_, dhin.data(), act.dlnf.data(), N);
+      k::layernormBwdInput(dx.data(), act.dlnf.data(), act.xlast.data(), ps.P(ps.lnfw), act.lnfm.data(),
+                           act.lnfr.data(), Nr, C);
+      if (z3) sync.release(L);
+    }
+    if (weightsToo) {
+      headWeight(act, mbi);
+      sync.afterBackward(L, last);
+      if (c_.mesh->coord[PP] != 0) sync.embDone(mbi);  // this rank has no chunk 0: last use
+    }
   } else {
     std::copy(dxout, dxout + dx.size(), dx.begin());
   }
   for (int i = Lc - 1; i >= 0; --i) {
     const int l = chunk * Lc + i;
-    sync.beforeBackward(l);
-    if (z3) sync.gather(l);
-    layerBwd(l, act.layers[size_t(i)], mb, dx.data(), dprev.data());
-    if (z3) sync.release(l);
-    sync.afterBackward(l, last);
+    LayerAct& a = act.layers[size_t(i)];
+    if (weightsToo) sync.beforeBackward(l);
+    {
+      Scope span(c_.rec, Kind::Layer, 'B', fmt::format("B layer {}", l), spanArgs(mbi, l));
+      if (z3) sync.gather(l);
+      layerBwdInput(l, a, mb, dx.data(), dprev.data());
+      if (z3) sync.release(l);
+    }
+    if (weightsToo) {
+      Scope span(c_.rec, Kind::Layer, 'W', fmt::format("W layer {}", l), spanArgs(mbi, l));
+      layerBwdWeight(l, a, mb);
+      sync.afterBackward(l, last);
+    } else {  // W needs only the layer's inputs and the output gradients B kept
+      for (auto* t : {&a.ln1, &a.qkv, &a.lse, &a.ln2, &a.h}) std::vector<float>().swap(*t);
+    }
     dx.swap(dprev);
   }
   dxin.clear();
   if (chunk == 0) {
-    sync.beforeBackward(-1);
-    if (dropping()) {
-      const std::vector<float> m = dropoutMask(c_.cfg, mb, -1, 0, rf, Nr);
-      for (size_t i = 0; i < dx.size(); ++i) dx[i] *= m[i];
+    if (weightsToo) sync.beforeBackward(-1);
+    {
+      Scope span(c_.rec, Kind::Layer, 'B', "B embed", spanArgs(mbi, -1));
+      if (dropping()) {
+        const std::vector<float> m = dropoutMask(c_.cfg, mb, -1, 0, rf, Nr);
+        for (size_t i = 0; i < dx.size(); ++i) dx[i] *= m[i];
+      }
+      act.dpos = dx;
+      act.demb.resize(size_t(N) * C);
+      tp::exitBwd(c_, dx.data(), act.demb.data(), N);
     }
-    k::posBwd(ps.G(ps.wpe), dx.data(), mb.pos.data() + rf, Nr, C);
-    std::vector<float> dfull(size_t(N) * C);
-    tp::exitBwd(c_, dx.data(), dfull.data(), N);
-    k::embedBwd(dwteOf(), dfull.data(), mb.tok.data(), N, C, c_.vStart, c_.Vl);
-    sync.afterBackward(-1, last);
-    sync.embDone(mbi);
+    if (weightsToo) {
+      embedWeight(act, mb, mbi);
+      sync.afterBackward(-1, last);
+      sync.embDone(mbi);
+    }
   } else {
     dxin.swap(dx);
   }
-  acts_.erase({v, mbi});
+  if (weightsToo) acts_.erase({v, mbi});
+}
+
+void Model::headWeight(ChunkAct& act, int mbi) {
+  ParamStore& ps = *c_.ps;
+  const MicroBatch& mb = (*mbs_)[size_t(mbi)];
+  const int N = mb.rows(), Nr = tp::resRows(c_, N), C = c_.C;
+  Scope span(c_.rec, Kind::Layer, 'W', "W head", spanArgs(mbi, c_.cfg.layers));
+  float* dwte = c_.sync->embScratch(mbi) + ps.tensors[size_t(ps.wte)].offset;
+  k::matmulBwdWeight(dwte, static_cast<float*>(nullptr), act.dlogits.data(), act.hin.data(), N, C, c_.Vl);
+  k::layernormBwdWeight(ps.G(ps.lnfw), ps.G(ps.lnfb), act.dlnf.data(), act.xlast.data(), act.lnfm.data(),
+                        act.lnfr.data(), Nr, C);
+}
+
+void Model::embedWeight(ChunkAct& act, const MicroBatch& mb, int mbi) {
+  ParamStore& ps = *c_.ps;
+  const int N = mb.rows(), Nr = tp::resRows(c_, N), rf = tp::resFirst(c_, N), C = c_.C;
+  Scope span(c_.rec, Kind::Layer, 'W', "W embed", spanArgs(mbi, -1));
+  k::posBwd(ps.G(ps.wpe), act.dpos.data(), mb.pos.data() + rf, Nr, C);
+  k::embedBwd(c_.sync->embScratch(mbi) + ps.tensors[size_t(ps.wte)].offset, act.demb.data(), mb.tok.data(), N, C,
+              c_.vStart, c_.Vl);
+}
+
+void Model::backwardWeight(int v, int mbi) {
+  GradSync& sync = *c_.sync;
+  const MicroBatch& mb = (*mbs_)[size_t(mbi)];
+  const int chunk = chunkOf(v), Lc = c_.cfg.layersPerChunk(), L = c_.cfg.layers;
+  const bool last = ++weightCount_[size_t(v)] == c_.cfg.microbatches;
+  auto it = acts_.find({v, mbi});
+  if (it == acts_.end()) throw std::logic_error(fmt::format("W of microbatch {} chunk {} before its B", mbi, chunk));
+  ChunkAct& act = it->second;
+  if (chunk + 1 == c_.cfg.chunks()) {
+    sync.beforeBackward(L);
+    headWeight(act, mbi);
+    sync.afterBackward(L, last);
+    if (c_.mesh->coord[PP] != 0) sync.embDone(mbi);
+  }
+  for (int i = Lc - 1; i >= 0; --i) {
+    const int l = chunk * Lc + i;
+    Scope span(c_.rec, Kind::Layer, 'W', fmt::format("W layer {}", l), spanArgs(mbi, l));
+    sync.beforeBackward(l);
+    layerBwdWeight(l, act.layers[size_t(i)], mb);
+    sync.afterBackward(l, last);
+  }
+  if (chunk == 0) {
+    sync.beforeBackward(-1);
+    embedWeight(act, mb, mbi);
+    sync.afterBackward(-1, last);
+    sync.embDone(mbi);
+  }
+  acts_.erase(it);
 }
 
 }  // namespace trainer

@@ -7,6 +7,12 @@
 //
 // Chunk c of pp*V holds layers [c*L/(pp*V), (c+1)*L/(pp*V)) and runs on pipeline rank c % pp.
 // forward/backward of (chunk, microbatch) keep their activations between the two calls.
+//
+// Every backward is two halves per layer: the input gradient (B: what the previous layer and
+// stage need) and the weight gradient (W: parameter gradients, from the layer's saved inputs and
+// the output gradients B keeps for it). backward() runs both per layer, in turn; a zero-bubble
+// schedule calls backwardInput() and, later, backwardWeight(), which keeps only what W needs in
+// between. The gradient arithmetic is the same either way, so the step sees the same gradients.
 #pragma once
 
 #include <map>
@@ -21,11 +27,17 @@ namespace trainer {
 struct LayerAct {
   std::vector<float> x, ln1, ln1m, ln1r, ain, qkv, att, lse, x2, ln2, ln2m, ln2r, min, h, g;
   ep::MoeCache moe;
+  // Output gradients B keeps for W: of the MLP branch after dropout (mlp.proj bias), of mlp.proj's
+  // output (dy), of mlp.fc's output (dh), of ln2's output, of the attention branch after dropout
+  // (attn.proj bias), of attn.proj's output, of qkv, of ln1's output.
+  std::vector<float> dmlp, dy, dh, dln2, datb, dproj, dqkv, dln1;
 };
 
 struct ChunkAct {
   std::vector<LayerAct> layers;
   std::vector<float> xlast, lnf, lnfm, lnfr, hin, logits, rowMax, stats;
+  std::vector<float> dlogits, dlnf;  // head: kept by B for W
+  std::vector<float> demb, dpos;     // chunk 0: gradient of the embedding lookup (all rows) and sum
 };
 
 /// Inverted-dropout scales (0 or 1/(1-p)) for rows [rf, rf+Nr) of this rank's rows of mb in the
@@ -43,8 +55,12 @@ class Model {
   /// (ignored for chunk 0); xout receives this chunk's output (left empty for the last chunk).
   void forward(int v, int mb, const float* xin, std::vector<float>& xout);
   /// dxout: gradient of this chunk's output (ignored for the last chunk); dxin receives the
-  /// gradient of its input (left empty for chunk 0).
+  /// gradient of its input (left empty for chunk 0). Input and weight gradients, layer by layer.
   void backward(int v, int mb, const float* dxout, std::vector<float>& dxin);
+  /// B: the input gradient only; keeps what backwardWeight needs.
+  void backwardInput(int v, int mb, const float* dxout, std::vector<float>& dxin);
+  /// W: the weight gradients of (v, mb), after its backwardInput; frees the chunk's activations.
+  void backwardWeight(int v, int mb);
 
   double ceSum = 0;   // sum of scored token losses this rank counts (tp rank 0 of the last stage)
   double auxSum = 0;  // sum of aux losses this rank counts (tp*cp rank 0)
@@ -53,13 +69,18 @@ class Model {
  private:
   int chunkOf(int v) const { return v * c_.mesh->size[PP] + c_.mesh->coord[PP]; }
   void layerFwd(int l, LayerAct& a, const MicroBatch& mb, const float* x, float* out);
-  void layerBwd(int l, LayerAct& a, const MicroBatch& mb, const float* dout, float* dx);
+  void backwardImpl(int v, int mb, const float* dxout, std::vector<float>& dxin, bool weightsToo);
+  void headWeight(ChunkAct& act, int mb);
+  void embedWeight(ChunkAct& act, const MicroBatch& mb, int mbi);
+  // B of a layer: dx from dout; keeps the output gradients W needs in `a`. W: parameter gradients.
+  void layerBwdInput(int l, LayerAct& a, const MicroBatch& mb, const float* dout, float* dx);
+  void layerBwdWeight(int l, LayerAct& a, const MicroBatch& mb);
   bool dropping() const { return training && c_.cfg.dropout > 0.f; }
 
   Ctx& c_;
   const std::vector<MicroBatch>* mbs_ = nullptr;
   std::map<std::pair<int, int>, ChunkAct> acts_;
-  std::vector<int> backwardCount_;
+  std::vector<int> weightCount_;  // per local chunk: microbatches whose weight gradients are done
   float ceScale_ = 0, auxScale_ = 0;
 };
 

@@ -24,7 +24,7 @@ if [ ! -x "$build/examples/trainer/strata-train" ] || [ ! -x "$build/tools/strat
 fi
 train=$build/examples/trainer/strata-train run=$build/tools/strata-run
 vnode_cases=(dp2_tp2_pp2 tp2_cp2_ep2_sp dp2_tp2_pp2_zero3_sp dp2_tp2_ep2_zero1 pp2_cp2_ep2_zero2 tp2_cp2_ep2_sp_drop
-             dp2_tp2_pp2_order)
+             dp2_tp2_pp2_order dp2_tp2_pp2_zb)
 rc=0
 if [ "$mode" = all ] || [ "$mode" = both ] || [ "$mode" = threads ]; then
   "$train" --parity || rc=1

@@ -40,6 +40,33 @@ struct RunResult {
   int firstStep = 0;
 };
 
+// One step's figures from the span breakdown (trace.h), in a vector so ranks can average them.
+struct StepFigures {
+  enum { kWall, kCompute, kExposed, kBubble, kFraction, kReduce, kOverlap, kN };
+  double v[kN] = {};
+  static StepFigures of(const StepBreakdown& b) {
+    StepFigures f;
+    f.v[kWall] = b.wall, f.v[kCompute] = b.compute(), f.v[kExposed] = b.exposed, f.v[kBubble] = b.bubble;
+    f.v[kFraction] = b.bubbleFraction(), f.v[kReduce] = b.reduce, f.v[kOverlap] = b.overlap;
+    return f;
+  }
+  // compute = step - exposed communication - pipeline transfers; bubble = time blocked in pipeline
+  // transfers (waiting for the neighbour stage); bubble fraction = 1 - time in passes / pipeline
+  // run; grad reduce = the communication thread's collectives, and the share of them that ran while
+  // the training thread was in a backward (B or W) pass.
+  std::string line(const Config& cfg) const {
+    std::string s = fmt::format("{:7.0f} tok/s | compute {:6.1f} ms | exposed comm {:6.1f} ms",
+                                double(cfg.batch) * cfg.seq / v[kWall], 1e3 * v[kCompute], 1e3 * v[kExposed]);
+    if (cfg.pp > 1)
+      s += fmt::format(" | bubble {:6.1f} ms, fraction {:.3f} (theory {:.3f})", 1e3 * v[kBubble], v[kFraction],
+                       theoreticalBubble(cfg));
+    if (v[kReduce] > 0)
+      s += fmt::format(" | grad reduce {:6.1f} ms, {:3.0f}% during backward", 1e3 * v[kReduce],
+                       100.0 * v[kOverlap] / v[kReduce]);
+    return s;
+  }
+};
+
 // One rank's whole training run. `print`: this rank reports (world rank 0).
 RunResult runRank(const Config& cfg, strata::Communicator& world, bool print) {
   Mesh mesh = buildMesh(cfg, world);
@@ -63,8 +90,9 @@ RunResult runRank(const Config& cfg, strata::Communicator& world, bool print) {
                 cfg.moe() ? fmt::format(", {} experts top-{}", cfg.experts, cfg.topk).c_str() : "",
                 data.source().c_str(), nparams);
     if (cfg.pp > 1)
-      std::printf("pipeline: %s, %d microbatches, %d virtual stages, %d ticks\n", cfg.schedule.c_str(),
-                  cfg.microbatches, cfg.virtualStages, pipe.ticks());
+      std::printf("pipeline: %s, %d microbatches, %d virtual stages, %d ticks, theoretical bubble %.3f%s\n",
+                  cfg.schedule.c_str(), cfg.microbatches, cfg.virtualStages, pipe.ticks(), theoreticalBubble(cfg),
+                  splitBackward(cfg) ? " (F = B = W)" : "");
     std::fflush(stdout);
   }
   RunResult res;
@@ -99,39 +127,49 @@ RunResult runRank(const Config& cfg, strata::Communicator& world, bool print) {
   }
   const double scored = double(cfg.batch) * double(data.scoredPerSequence());
   const int M = cfg.microbatches;
+  if (!cfg.trace.empty()) {  // a common time origin: every rank leaves the barrier at about once
+    mesh.all.comm.barrier();
+    c.rec.enable(now());
+  }
+  StepFigures sum;  // averaged over ranks, summed over the steps after the first
+  int summed = 0;
   for (int step = start; step < cfg.steps; ++step) {
-    c.tm.reset();
     const double t0 = now();
     std::vector<MicroBatch> mbs;
     for (int mb = 0; mb < M; ++mb) mbs.push_back(makeMicroBatch(data, cfg, mesh, step, mb));
     sync.beginStep(M);
     model.beginStep(&mbs, scored);
     if (cfg.zero == 3) sync.gatherClass(CE);
-    const double pipeTime = pipe.run(tp::resRows(c, mbs[0].rows()));
-    sync.finish();
+    pipe.run(tp::resRows(c, mbs[0].rows()));
+    {
+      Scope span(c.rec, Kind::Phase, 0, "gradient sync");
+      sync.finish();
+    }
     double sums[2] = {model.ceSum, model.auxSum};
     c.allReduce(mesh.all, sums, 2);
     const double loss = sums[0] / scored + sums[1] / double(M * cfg.dataRanks());
-    const double norm = optimizerStep(c, step + 1);
+    double norm = 0;
+    {
+      Scope span(c.rec, Kind::Phase, 0, "optimizer");
+      norm = optimizerStep(c, step + 1);
+    }
     if (cfg.zero == 3) sync.releaseClass(CE);
-    const double wall = now() - t0;
-    const Timers tm = c.tm;
-    double bubble = pipeTime > 0 ? 1.0 - c.tm.busy / pipeTime : 0.0;
-    c.allReduce(mesh.all, &bubble, 1);
-    bubble /= mesh.world;
-    const double bg = sync.busySeconds();
+    const double t1 = now();
+    c.rec.add({t0, t1, Lane::Main, Kind::Step, 0, fmt::format("step {}", step + 1), ""});
+    std::vector<Span> spans = c.rec.take();
+    StepFigures f = StepFigures::of(breakdown(spans, t0, t1));
+    c.rec.keep(std::move(spans));
+    c.allReduce(mesh.all, f.v, StepFigures::kN);  // recorded, but outside the next step's window
+    for (double& x : f.v) x /= mesh.world;
+    f.v[StepFigures::kWall] = t1 - t0;  // rank 0's step (tokens/s)
+    if (step > start) {
+      for (int i = 0; i < StepFigures::kN; ++i) sum.v[i] += f.v[i];
+      ++summed;
+    }
     res.losses.push_back(loss);
     if (log) std::fprintf(log, "%d %.9g\n", step + 1, loss), std::fflush(log);
     if (print && !cfg.quiet) {
-      const double exposed = tm.commMain + tm.gradWait;
-      std::printf("step %4d | loss %.6f | %7.0f tok/s | compute %6.1f ms | comm %6.1f ms (exposed %6.1f ms) | "
-                  "norm %.3f",
-                  step + 1, loss, double(cfg.batch) * cfg.seq / wall, 1e3 * (wall - exposed - tm.ppComm),
-                  1e3 * (tm.commMain + bg), 1e3 * exposed, norm);
-      if (cfg.pp > 1)
-        std::printf(" | pp send/recv %5.1f ms | bubble %.3f (theory %.3f)", 1e3 * tm.ppComm, bubble,
-                    theoreticalBubble(cfg));
-      std::printf("\n");
+      std::printf("step %4d | loss %.6f | norm %.3f | %s\n", step + 1, loss, norm, f.line(cfg).c_str());
       std::fflush(stdout);
     }
     if (!cfg.save.empty() && step + 1 == (cfg.saveAt > 0 ? cfg.saveAt : cfg.steps)) {
@@ -140,6 +178,19 @@ RunResult runRank(const Config& cfg, strata::Communicator& world, bool print) {
     }
   }
   if (log) std::fclose(log);
+  if (print && !cfg.quiet && summed > 0) {
+    for (double& x : sum.v) x /= summed;
+    std::printf("mean of steps %d-%d, over ranks: %s\n", start + 2, cfg.steps, sum.line(cfg).c_str());
+    std::fflush(stdout);
+  }
+  if (!cfg.trace.empty()) {
+    std::string name = fmt::format("rank {}", mesh.rank);  // and its coordinates in the dimensions used
+    const char* dims[NDIM] = {"tp", "cp", "ep", "dp", "pp"};
+    for (int d = 0; d < NDIM; ++d)
+      if (mesh.size[d] > 1) name += fmt::format(" {}{}", dims[d], mesh.coord[d]);
+    writeMergedTrace(mesh.all, c.rec.events(mesh.rank, name), cfg.trace);
+    if (print) std::printf("trace of %d ranks: %s\n", mesh.world, cfg.trace.c_str());
+  }
   if (cfg.zero == 3) reportResident("peak during training", true);
   if (print && !res.losses.empty()) {
     std::printf("final loss %.4f (first %.4f); %s %.4f nats\n", res.losses.back(), res.losses.front(),
@@ -240,6 +291,14 @@ std::vector<Case> parityCases() {
       {"tp2_cp2_ep2_sp_drop", [](Config& c) { c.dropout = 0.1f, moe(c), c.tp = 2, c.cp = 2, c.ep = 2, c.sp = true; }, false},
       {"dp2_tp2_pp2_order", [](Config& c) { c.dp = 2, c.tp = 2, c.pp = 2, c.microbatches = 2, c.order = "pp-dp-tp-cp-ep"; },
        false},
+      // zero-bubble (ZB-H1): the backward split into B and W must leave the gradients unchanged
+      {"pp2_zb", [](Config& c) { c.pp = 2, c.schedule = "zb", c.microbatches = 4; }, false},
+      {"pp4_zb", [](Config& c) { c.pp = 4, c.schedule = "zb", c.microbatches = 4; }, false},
+      {"dp2_pp2_zb", [](Config& c) { c.dp = 2, c.pp = 2, c.schedule = "zb", c.microbatches = 2; }, false},
+      {"dp2_pp2_zb_zero3", [](Config& c) { c.dp = 2, c.pp = 2, c.zero = 3, c.schedule = "zb", c.microbatches = 2; }, false},
+      {"tp2_pp2_zb_sp", [](Config& c) { c.tp = 2, c.pp = 2, c.sp = true, c.schedule = "zb", c.microbatches = 4; }, false},
+      {"pp4_zb_drop", [](Config& c) { c.dropout = 0.1f, c.pp = 4, c.schedule = "zb", c.microbatches = 4; }, false},
+      {"dp2_tp2_pp2_zb", [](Config& c) { c.dp = 2, c.tp = 2, c.pp = 2, c.schedule = "zb", c.microbatches = 2; }, false},
   };
 }
 
@@ -334,6 +393,14 @@ int main(int argc, char** argv) {
   if (int rc = parseArgs(argc, argv, cfg, &parity); rc >= 0) return rc;
   try {
     if (parity.active()) return runParity(parity);
+    if (cfg.printSchedule) {
+      if (std::string err = validate(cfg, cfg.worldSize()); !err.empty()) {
+        std::fprintf(stderr, "strata-train: invalid layout:\n%s", err.c_str());
+        return 2;
+      }
+      std::printf("%s", drawSchedule(cfg).c_str());
+      return 0;
+    }
     const char* nthreads = std::getenv("STRATA_NTHREADS");
     const bool threads = nthreads && !std::getenv("STRATA_RANK");
     const bool launched = std::getenv("STRATA_RANK") || std::getenv("RANK") || std::getenv("OMPI_COMM_WORLD_RANK") ||

@@ -1,12 +1,17 @@
 // grad_check_test.cc: every layer's backward against central finite differences (in double), the
-// block (ring) attention against a plain reference, the schedules' shape, and the whole model's
-// gradient (one rank, float) against finite differences of its loss.
+// block (ring) attention against a plain reference, the schedules' shape (and ZB-H1's dependencies,
+// peak in-flight microbatches and bubble), the per-step breakdown of spans, the whole model's
+// gradient (one rank, float) against finite differences of its loss, and the zero-bubble split
+// producing exactly 1F1B's gradients on two pipeline ranks.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -15,7 +20,9 @@
 #include "model.h"
 #include "pp.h"
 #include "strata/strata.hpp"
+#include "schedule.h"
 #include "tp.h"
+#include "trace.h"
 
 namespace {
 
@@ -63,6 +70,35 @@ TEST(KernelGrad, Matmul) {
   checkGrad("matmul din", in, din, loss);
   checkGrad("matmul dw", w, dw, loss);
   checkGrad("matmul db", b, db, loss);
+}
+
+// The B and W halves of the linear and LayerNorm backward give exactly the whole backward's results.
+TEST(KernelGrad, SplitBackwardEqualsWhole) {
+  std::mt19937 g(7);
+  auto f = [&](size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = float(std::normal_distribution<double>(0, 1)(g));
+    return v;
+  };
+  const int N = 5, K = 19, O = 13;
+  std::vector<float> in = f(N * K), w = f(O * K), d = f(N * O), din = f(N * K), dw = f(O * K), db = f(O);
+  std::vector<float> din2 = din, dw2 = dw, db2 = db;
+  k::matmulBwd(din.data(), dw.data(), db.data(), d.data(), in.data(), w.data(), N, K, O);
+  k::matmulBwdInput(din2.data(), d.data(), w.data(), N, K, O);
+  k::matmulBwdWeight(dw2.data(), db2.data(), d.data(), in.data(), N, K, O);
+  EXPECT_EQ(din, din2);
+  EXPECT_EQ(dw, dw2);
+  EXPECT_EQ(db, db2);
+  std::vector<float> x = f(N * K), lw = f(K), dout = f(N * K), mean(N), rstd(N), out(N * K), lb = f(K);
+  k::layernormFwd(out.data(), mean.data(), rstd.data(), x.data(), lw.data(), lb.data(), N, K);
+  std::vector<float> dx = f(N * K), gw = f(K), gb = f(K);
+  std::vector<float> dx2 = dx, gw2 = gw, gb2 = gb;
+  k::layernormBwd(dx.data(), gw.data(), gb.data(), dout.data(), x.data(), lw.data(), mean.data(), rstd.data(), N, K);
+  k::layernormBwdInput(dx2.data(), dout.data(), x.data(), lw.data(), mean.data(), rstd.data(), N, K);
+  k::layernormBwdWeight(gw2.data(), gb2.data(), dout.data(), x.data(), mean.data(), rstd.data(), N, K);
+  EXPECT_EQ(dx, dx2);
+  EXPECT_EQ(gw, gw2);
+  EXPECT_EQ(gb, gb2);
 }
 
 TEST(KernelGrad, LayerNorm) {
@@ -192,26 +228,29 @@ TEST(KernelGrad, BlockAttentionBackward) {
 }
 
 TEST(Schedules, EveryActionOnceAndBubbleFormula) {
-  for (const char* s : {"gpipe", "1f1b", "interleaved"}) {
+  for (const char* s : {"gpipe", "1f1b", "interleaved", "zb"}) {
     Config c;
     c.pp = 4, c.microbatches = 8, c.schedule = s, c.virtualStages = std::string(s) == "interleaved" ? 2 : 1;
+    const int passes = std::string(s) == "zb" ? 3 : 2;  // F, B (and W)
     for (int st = 0; st < c.pp; ++st) {
       auto acts = scheduleFor(c, st);
-      ASSERT_EQ(int(acts.size()), 2 * c.microbatches * c.virtualStages) << s;
-      std::set<std::tuple<bool, int, int>> seen;
-      for (auto& a : acts) seen.insert({a.fwd, a.mb, a.v});
+      ASSERT_EQ(int(acts.size()), passes * c.microbatches * c.virtualStages) << s;
+      std::set<std::tuple<char, int, int>> seen;
+      for (auto& a : acts) seen.insert({char(a.op), a.mb, a.v});
       EXPECT_EQ(seen.size(), acts.size()) << s;
     }
   }
   Config c;
   c.pp = 4, c.microbatches = 8;
   EXPECT_NEAR(theoreticalBubble(c), 3.0 / 11.0, 1e-12);
+  c.schedule = "zb";
+  EXPECT_NEAR(theoreticalBubble(c), 3.0 / 27.0, 1e-12);
 }
 
 // Every valid (schedule, pp, microbatches, virtual stages) completes, every forward of chunk c+1
 // runs after chunk c's, and each rank's transfers pair up (one send, one receive per transfer).
 TEST(Schedules, SimulationCompletesWithoutStall) {
-  for (const char* s : {"gpipe", "1f1b", "interleaved"})
+  for (const char* s : {"gpipe", "1f1b", "interleaved", "zb"})
     for (int P = 1; P <= 4; ++P)
       for (int M = 1; M <= 9; ++M)
         for (int V = 1; V <= 3; ++V) {
@@ -221,10 +260,131 @@ TEST(Schedules, SimulationCompletesWithoutStall) {
           std::vector<int> ticks;
           std::vector<std::vector<Transfer>> xfers;
           ASSERT_NO_THROW(simulateSchedule(c, 0, &ticks, &xfers)) << s << " P" << P << " M" << M << " V" << V;
+          ASSERT_NO_THROW(simulateTimeline(c)) << s << " P" << P << " M" << M << " V" << V;
           size_t n = 0;
           for (auto& t : xfers) n += t.size();
           EXPECT_EQ(n, size_t(2 * M * (P * V - 1))) << s << " P" << P << " M" << M << " V" << V;
         }
+}
+
+// ZB-H1's lists on every stage: each microbatch's F, B and W once, B after F, W after B, W in
+// microbatch order (so gradients are summed in 1F1B's order); on the timed simulation (F = B = W
+// = 1) a B never starts before the next stage's B of the same microbatch has ended.
+TEST(ZeroBubble, DependenciesHold) {
+  for (int P = 2; P <= 4; ++P)
+    for (int M = P; M <= 9; ++M) {
+      Config c;
+      c.pp = P, c.microbatches = M, c.schedule = "zb";
+      ASSERT_TRUE(splitBackward(c));
+      const Timeline tl = simulateTimeline(c);
+      std::map<std::pair<char, std::pair<int, int>>, double> start, end;  // (op, (stage, mb))
+      for (int s = 0; s < P; ++s) {
+        const std::vector<Action> acts = scheduleFor(c, s);
+        std::map<int, int> fAt, bAt, wAt;
+        int lastW = -1;
+        for (int i = 0; i < int(acts.size()); ++i) {
+          const Action& a = acts[size_t(i)];
+          auto& at = a.op == Op::F ? fAt : a.op == Op::B ? bAt : wAt;
+          EXPECT_EQ(at.count(a.mb), 0u) << "P" << P << " M" << M << " stage " << s;
+          at[a.mb] = i;
+          if (a.op == Op::W) {
+            EXPECT_EQ(a.mb, lastW + 1);
+            lastW = a.mb;
+          }
+        }
+        for (int m = 0; m < M; ++m) {
+          ASSERT_TRUE(fAt.count(m) && bAt.count(m) && wAt.count(m)) << "P" << P << " M" << M << " stage " << s;
+          EXPECT_LT(fAt[m], bAt[m]);
+          EXPECT_LT(bAt[m], wAt[m]);
+        }
+        for (const TimedPass& p : tl.stages[size_t(s)]) {
+          const Action& a = acts[size_t(p.index)];
+          start[{char(a.op), {s, a.mb}}] = p.start, end[{char(a.op), {s, a.mb}}] = p.end;
+        }
+      }
+      for (int s = 0; s + 1 < P; ++s)
+        for (int m = 0; m < M; ++m) {
+          const double bStart = start[{'B', {s, m}}], bNext = end[{'B', {s + 1, m}}];
+          const double fNext = start[{'F', {s + 1, m}}], fEnd = end[{'F', {s, m}}];
+          EXPECT_GE(bStart, bNext) << "P" << P << " M" << M;
+          EXPECT_GE(fNext, fEnd) << "P" << P << " M" << M;
+        }
+    }
+}
+
+// ZB-H1 holds at most as many microbatches' activations as 1F1B's peak (p, on stage 0), and
+// reaches it; a microbatch is held from its F until its W.
+TEST(ZeroBubble, PeakInFlightEqualsOneFOneB) {
+  for (int P = 2; P <= 4; ++P)
+    for (int M = P; M <= 9; ++M) {
+      Config c;
+      c.pp = P, c.microbatches = M;
+      const std::vector<int> base = peakInFlight(c);
+      c.schedule = "zb";
+      const std::vector<int> zb = peakInFlight(c);
+      EXPECT_EQ(base[0], P);
+      EXPECT_EQ(*std::max_element(zb.begin(), zb.end()), *std::max_element(base.begin(), base.end()))
+          << "P" << P << " M" << M;
+      for (int s = 0; s < P; ++s) EXPECT_EQ(base[size_t(s)], P - s);
+    }
+}
+
+// Timed simulation at F = B = W = 1 (an unsplit backward costs 2): 1F1B and GPipe idle 3(p-1)
+// units per stage, bubble (p-1)/(m+p-1); ZB-H1 idles p-1 units, a third, bubble (p-1)/(3m+p-1).
+TEST(ZeroBubble, SimulatedBubbleIsAThirdOfOneFOneB) {
+  for (int P = 2; P <= 4; ++P)
+    for (int M = P; M <= 12; ++M) {
+      Config c;
+      c.pp = P, c.microbatches = M;
+      auto idle = [](const Timeline& t, int stages, double work) { return t.makespan - work / stages; };
+      const Timeline one = simulateTimeline(c);
+      EXPECT_NEAR(one.bubble(), theoreticalBubble(c), 1e-12) << "1f1b P" << P << " M" << M;
+      EXPECT_NEAR(idle(one, P, 3.0 * M * P), 3.0 * (P - 1), 1e-9);
+      c.schedule = "gpipe";
+      EXPECT_NEAR(simulateTimeline(c).bubble(), theoreticalBubble(c), 1e-12) << "gpipe P" << P << " M" << M;
+      c.schedule = "zb";
+      const Timeline zb = simulateTimeline(c);
+      EXPECT_NEAR(zb.bubble(), double(P - 1) / (3.0 * M + P - 1), 1e-12) << "zb P" << P << " M" << M;
+      EXPECT_NEAR(zb.bubble(), theoreticalBubble(c), 1e-12);
+      EXPECT_NEAR(idle(zb, P, 3.0 * M * P), idle(one, P, 3.0 * M * P) / 3.0, 1e-9) << "zb P" << P << " M" << M;
+    }
+}
+
+TEST(ZeroBubble, DrawnGrid) {
+  Config c;
+  c.pp = 2, c.microbatches = 4, c.schedule = "zb";
+  const std::string g = drawSchedule(c);
+  EXPECT_NE(g.find("stage 1 "), std::string::npos) << g;
+  EXPECT_NE(g.find("W3"), std::string::npos) << g;
+  EXPECT_NE(g.find("bubble 0.077 (formula 0.077)"), std::string::npos) << g;
+  EXPECT_NE(g.find("peak in-flight microbatches per stage: 2 2"), std::string::npos) << g;
+  c.schedule = "1f1b";  // an unsplit backward takes two columns, the second in lower case
+  EXPECT_NE(drawSchedule(c).find("b0"), std::string::npos);
+}
+
+// The per-step breakdown from spans: exposed = training-thread collectives and waits, bubble =
+// pipeline transfers, overlap = the communication thread's calls during B/W passes.
+TEST(Trace, BreakdownOfSpans) {
+  std::vector<Span> s = {
+      {0.0, 10.0, Lane::Main, Kind::Phase, 0, "pipeline", ""},
+      {0.0, 2.0, Lane::Main, Kind::Pass, 'F', "F mb 0", ""},
+      {1.0, 1.5, Lane::Main, Kind::Collective, 0, "all_reduce", ""},  // inside the forward
+      {2.0, 3.0, Lane::Main, Kind::Pipe, 0, "send/recv", ""},
+      {3.0, 5.0, Lane::Main, Kind::Pass, 'B', "B mb 0", ""},
+      {5.0, 7.0, Lane::Main, Kind::Pass, 'W', "W mb 0", ""},
+      {4.0, 8.0, Lane::Comm, Kind::Collective, 0, "all_reduce", ""},  // 3 of 4 during B/W
+      {10.0, 11.0, Lane::Main, Kind::GradWait, 0, "wait", ""},
+      {-1.0, 0.5, Lane::Main, Kind::Collective, 0, "before the step", ""},
+  };
+  const StepBreakdown b = breakdown(s, 0.0, 12.0);
+  EXPECT_DOUBLE_EQ(b.wall, 12.0);
+  EXPECT_DOUBLE_EQ(b.passes, 6.0);
+  EXPECT_DOUBLE_EQ(b.exposed, 1.5);
+  EXPECT_DOUBLE_EQ(b.bubble, 1.0);
+  EXPECT_DOUBLE_EQ(b.reduce, 4.0);
+  EXPECT_DOUBLE_EQ(b.overlap, 3.0);
+  EXPECT_DOUBLE_EQ(b.compute(), 9.5);
+  EXPECT_DOUBLE_EQ(b.bubbleFraction(), 0.4);
 }
 
 TEST(Validation, RefusesBadLayouts) {
@@ -236,6 +396,10 @@ TEST(Validation, RefusesBadLayouts) {
   c = Config{};
   c.pp = 2, c.microbatches = 1;
   EXPECT_NE(validate(c, 2).find("1f1b needs microbatches >= pp"), std::string::npos);
+  c.schedule = "zb";
+  EXPECT_NE(validate(c, 2).find("zb needs microbatches >= pp"), std::string::npos);
+  c.microbatches = 2, c.experts = 2;
+  EXPECT_NE(validate(c, 2).find("zb splits the backward of dense layers only"), std::string::npos);
   c = Config{};
   c.pp = 2, c.layers = 3, c.microbatches = 2;
   EXPECT_NE(validate(c, 2).find("layers 3 are not divisible"), std::string::npos);
@@ -356,6 +520,58 @@ TEST(ModelGrad, MoEWholeModel) {
   // loss is then smooth); router, gates, experts and the load-balancing term are all exercised.
   cfg.experts = 4, cfg.topk = 4, cfg.auxCoef = 0.5f;
   wholeModelCheck(cfg);
+}
+
+// One step's reduced gradients (every class, every rank) of a pipeline layout run as threads.
+std::vector<std::vector<float>> stepGradients(const Config& cfg) {
+  const int n = cfg.worldSize();
+  std::vector<strata::Communicator> comms = strata::Communicator::threads(n);
+  std::vector<std::vector<float>> out(static_cast<size_t>(n));
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      Mesh mesh = buildMesh(cfg, comms[size_t(r)]);
+      Data data(cfg);
+      ParamStore ps;
+      buildStore(ps, cfg, mesh, cfg.zero);
+      Ctx c;
+      c.init(cfg, mesh, ps, data);
+      GradSync sync(c);
+      c.sync = &sync;
+      Model model(c);
+      Pipeline pipe(c, model);
+      std::vector<MicroBatch> mbs;
+      for (int mb = 0; mb < cfg.microbatches; ++mb) mbs.push_back(makeMicroBatch(data, cfg, mesh, 0, mb));
+      sync.beginStep(cfg.microbatches);
+      model.beginStep(&mbs, double(cfg.batch) * double(data.scoredPerSequence()));
+      pipe.run(tp::resRows(c, mbs[0].rows()));
+      sync.finish();
+      for (int k = 0; k < NCLS; ++k) out[size_t(r)].insert(out[size_t(r)].end(), ps.cls[k].grad.begin(), ps.cls[k].grad.end());
+    });
+  for (auto& t : ts) t.join();
+  return out;
+}
+
+// ZB-H1 hands the gradient clipping and the optimizer exactly 1F1B's gradients: two pipeline
+// stages x two data ranks (buckets reduced by the communication thread), with dropout, and with
+// tensor + sequence parallelism; every element of every rank's reduced gradient is equal.
+TEST(ZeroBubble, SameGradientsAsOneFOneB) {
+  for (int variant = 0; variant < 2; ++variant) {
+    Config cfg;
+    cfg.layers = 4, cfg.hidden = 16, cfg.heads = 2, cfg.seq = 8, cfg.vocab = 16, cfg.batch = 8;
+    cfg.pp = 2, cfg.microbatches = 4;
+    if (variant == 0) cfg.dp = 2, cfg.dropout = 0.1f;
+    else cfg.tp = 2, cfg.sp = true;
+    ASSERT_EQ(validate(cfg, cfg.worldSize()), "");
+    const auto base = stepGradients(cfg);
+    cfg.schedule = "zb";
+    const auto zb = stepGradients(cfg);
+    for (size_t r = 0; r < base.size(); ++r) {
+      ASSERT_FALSE(base[r].empty());
+      EXPECT_EQ(base[r], zb[r]) << "variant " << variant << " rank " << r;
+      EXPECT_GT(*std::max_element(base[r].begin(), base[r].end()), 0.f);
+    }
+  }
 }
 
 }  // namespace

@@ -6,12 +6,16 @@
 #   invalid     bad layouts are refused on every rank before training, exit code 2
 #   zero3mem    ZeRO-3 keeps only shards resident: < (1/dp + 1/layers) of the full model at start, < full at peak
 #   plot        --plot writes a PNG (skipped, exit 77, without gnuplot)
+#   trace       4 processes dp2 x pp2 with the zero-bubble schedule write one merged --trace: every
+#               rank, both threads, F/B/W passes and layers, collectives with group and bytes;
+#               render_trace.py draws it; --print-schedule draws ZB-H1 with its bubble
 #   deterministic  dp4 with --deterministic: every forced all-reduce algorithm, and the 4 ranks on
 #               2 virtual nodes x 2 (tcp between them), write byte-identical loss logs; without
 #               it, ring and one-shot differ in the last digits (so the comparison can fail)
 set -euo pipefail
 check=$1 train=$2 run=$3 work=$4
 topo_files=$(cd "$(dirname "$0")/../../topology/files" && pwd)
+trainer_dir=$(cd "$(dirname "$0")/../../examples/trainer" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 model=(--layers 4 --hidden 32 --heads 4 --seq 16 --vocab 256 --batch 8 --data text --quiet)
 
@@ -109,6 +113,28 @@ invalid)
       { echo "'$args' was not refused on every rank"; exit 1; }
     if grep -q 'step ' out.txt; then echo "training started for '$args'"; exit 1; fi
   done
+  ;;
+trace)
+  "$train" --pp 4 --layers 4 --microbatches 8 --schedule zb --print-schedule | tee grid.txt
+  grep -q 'bubble 0.111 (formula 0.111)' grid.txt
+  grep -q 'peak in-flight microbatches per stage: 4 4 4 4' grid.txt
+  "$run" -n 4 -- "$train" "${model[@]}" --steps 2 --dp 2 --pp 2 --schedule zb --microbatches 2 --trace trace.json
+  command -v python3 >/dev/null || { echo "python3 not installed: the trace is not checked"; exit 77; }
+  python3 - trace.json <<'EOF'
+import json, sys
+x = [e for e in json.load(open(sys.argv[1]))['traceEvents'] if e['ph'] == 'X']
+assert {e['pid'] for e in x} == {0, 1, 2, 3}, 'every rank'
+assert any(e['tid'] == 1 and e['cat'] == 'collective' and e['args']['comm'] == 'dp' for e in x), 'dp reduction'
+for op in 'FBW':
+    assert any(e['cat'] == 'pass' and e['name'].startswith(op + ' mb') for e in x), op
+assert any(e['cat'] == 'layer' and e['name'].startswith('W layer') for e in x), 'W per layer'
+assert any(e['cat'] == 'pipe' and e['args']['comm'] == 'pp' for e in x), 'pipeline transfers'
+assert any(e['name'] == 'optimizer' for e in x), 'optimizer'
+assert all(e['args']['bytes'] > 0 for e in x if e['cat'] == 'collective'), 'bytes'
+print(len(x), 'spans')
+EOF
+  python3 "$trainer_dir/render_trace.py" trace.png trace.json
+  head -c 4 trace.png | grep -q PNG
   ;;
 plot)
   command -v gnuplot >/dev/null || { echo "gnuplot not installed: skipped"; exit 77; }
