@@ -22,7 +22,11 @@
 #               then without the tests, then without perf and examples (missing development
 #               packages: no network there to install them; the build log lists the missing Debian
 #               packages); a build that times out is not retried
-#   ctest       ctest -L gpu (FAIL when a GPU is present but every test skipped)
+#   ctest       ctest -L gpu -LE trainer_gpu (FAIL when a GPU is present but every test skipped)
+#   trainer     strata-train --device cuda: ctest -L trainer_gpu (the dense parity layouts, 2-8 ranks
+#               on the one GPU, against the CPU's single-rank losses: step 1 within 1e-5, every step
+#               within 1e-4 relative), then tokens/s of dp2 x tp2 x pp2 (8 ranks) and of one rank,
+#               hidden 256, on the GPU beside the same run on the CPU (trainer/tokens.txt)
 #   nccl-build  NVIDIA's nccl-tests from the carried tarball, against the CUDA toolkit's nccl.h (else
 #               the system NCCL's), linked to strata's libnccl.so.2, plus the MPI=1 variant where an
 #               MPI with mpi.h is installed; tests/nccl_tests_link/check.sh builds it and checks
@@ -55,7 +59,7 @@ BUILD=${BUILD_DIR:-$ROOT/build-gpu}
 JOBS=${JOBS:-$(nproc)}
 PY=${PYTHON:-python3}
 BUDGET=${GPU_VALIDATE_BUDGET:-1500}
-ALL_STAGES="info build ctest nccl-build nccl-tests torch perf"
+ALL_STAGES="info build ctest trainer nccl-build nccl-tests torch perf"
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 mkdir -p "$BUILD" && BUILD=$(cd "$BUILD" && pwd)
 SUMMARY=$OUT/summary.txt
@@ -286,7 +290,7 @@ stage_ctest() {
   [ "$GPU_COUNT" -gt 0 ] || { no_gpu; return 77; }
   local log=$OUT/ctest_gpu.log rc t
   t=$(cap 420)
-  timeout -k 10 "$t" ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 300 >"$log" 2>&1
+  timeout -k 10 "$t" ctest --test-dir "$BUILD" -L gpu -LE trainer_gpu --output-on-failure --timeout 300 >"$log" 2>&1
   rc=$?
   grep -E "tests passed|\*\*\*(Failed|Timeout|Exception)|\((Failed|Timeout)\)" "$log" | tail -30
   local passed skipped total
@@ -448,6 +452,44 @@ stage_nccl_tests() {
   [ "$bad" -eq 0 ] && [ "$runs" -gt 0 ]
 }
 
+stage_trainer() {
+  [ "$BUILD_OK" = 1 ] || { NOTE="no build"; return 77; }
+  [ "$GPU_COUNT" -gt 0 ] || { no_gpu; return 77; }
+  local train=$BUILD/examples/trainer/strata-train run=$BUILD/tools/strata-run dir=$OUT/trainer rc t bad=0
+  [ -x "$train" ] && [ -x "$run" ] || { NOTE="strata-train or strata-run not built"; return 77; }
+  mkdir -p "$dir"
+  t=$(cap 420)
+  say "ctest -L trainer_gpu (parity layouts on the GPU vs the CPU's losses)"
+  timeout -k 10 "$t" ctest --test-dir "$BUILD" -L trainer_gpu --output-on-failure --timeout 300 >"$dir/ctest.log" 2>&1
+  rc=$?
+  grep -E "tests passed|\*\*\*(Failed|Timeout)|\((Failed|Timeout)\)|Skipped" "$dir/ctest.log" | tail -12
+  local passed total
+  passed=$(grep -cE "Test +#[0-9]+: .* Passed" "$dir/ctest.log" || true)
+  total=$(grep -cE "Test +#[0-9]+: " "$dir/ctest.log" || true)
+  NOTE="parity $passed of $total passed"
+  [ $rc -eq 0 ] && [ "$passed" -gt 0 ] || bad=1
+  # max rel diff per layout, for the record
+  grep -hE "^[a-z0-9_]+ +[0-9]+ +dp" "$dir/ctest.log" | awk '{print $1, $(NF-2)}' >"$dir/parity_diffs.txt"
+  local m=(--layers 4 --hidden 256 --heads 8 --seq 128 --vocab 256 --batch 32 --data text --steps 12)
+  : >"$dir/tokens.txt"
+  for dev in cuda cpu; do
+    for lay in "1" "8 --dp 2 --tp 2 --pp 2 --microbatches 4"; do
+      set -- $lay
+      local n=$1; shift
+      t=$(cap 150)
+      [ "$t" -gt 20 ] || { NOTE="$NOTE; tokens/s runs cut (budget)"; break 2; }
+      timeout -k 10 "$t" "$run" -n "$n" -- "$train" --device "$dev" "${m[@]}" "$@" >"$dir/run.$dev.$n.log" 2>&1
+      rc=$?
+      local tok
+      tok=$(sed -n 's/^mean of steps.* \([0-9]*\) tok\/s.*/\1/p' "$dir/run.$dev.$n.log" | tail -1)
+      echo "$dev $n ranks ${*:-one rank}: ${tok:-?} tok/s (exit $rc)" | tee -a "$dir/tokens.txt"
+      [ "$dev" = cuda ] && [ $rc -ne 0 ] && bad=1
+      NOTE="$NOTE; $dev n=$n ${tok:-?} tok/s"
+    done
+  done
+  [ "$bad" -eq 0 ]
+}
+
 stage_torch() {
   [ "$HAVE_TORCH" = 1 ] || { NOTE="PyTorch not importable by $PY"; return 77; }
   [ "$GPU_COUNT" -gt 0 ] || { no_gpu; return 77; }
@@ -571,6 +613,7 @@ write_summary
 run_stage info stage_info
 run_stage build stage_build
 run_stage ctest stage_ctest
+run_stage trainer stage_trainer
 run_stage nccl-build stage_nccl_build
 run_stage nccl-tests stage_nccl_tests
 run_stage torch stage_torch

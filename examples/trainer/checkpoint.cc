@@ -18,7 +18,7 @@ namespace {
 void fullState(Ctx& c, int k, std::vector<float>& m, std::vector<float>& v) {
   ClassBuf& cb = c.ps->cls[k];
   if (c.cfg.zero == 0) {
-    m = cb.m, v = cb.v;
+    m = cb.m.vec(), v = cb.v.vec();
     return;
   }
   m.assign(cb.size, 0.f), v.assign(cb.size, 0.f);
@@ -150,12 +150,12 @@ int loadCheckpoint(Ctx& c, const std::string& dir) {
   for (int k = 0; k < NCLS; ++k) {
     ClassBuf& cb = ps.cls[k];
     if (c.cfg.zero == 0) {
-      cb.m = fm[k], cb.v = fv[k];
+      cb.m.vec() = fm[k], cb.v.vec() = fv[k];
       continue;
     }
     for (const Unit& u : cb.units) {
       const size_t off = u.begin / size_t(cb.shards), at = cb.shardBegin(u);
-      for (size_t j = 0; j < cb.shardLen(u); ++j) cb.m[off + j] = fm[k][at + j], cb.v[off + j] = fv[k][at + j];
+      for (size_t j = 0; j < cb.shardLen(u); ++j) cb.m.vec()[off + j] = fm[k][at + j], cb.v.vec()[off + j] = fv[k][at + j];
     }
     if (c.cfg.zero == 3) c.sync->commitClass(k), c.sync->releaseClass(k);
   }

@@ -68,6 +68,10 @@ int parseArgs(int argc, char** argv, Config& c, ParityOptions* parity) {
   app.add_flag("--quiet", c.quiet, "print only the summary");
   app.add_option("--trace", c.trace,
                  "write a Chrome trace-event JSON of every rank (Perfetto, chrome://tracing), merged by rank 0");
+  app.add_option("--device", c.device,
+                 "where tensors live and layers run: cpu, or cuda (device memory, cuBLAS, CUDA kernels; ranks share "
+                 "the GPUs: device = local rank % device count; needs a CUDA build and a CUDA device)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_flag("--no-overlap", c.noOverlap, "reduce gradients after backward, not during it");
   app.add_flag("--deterministic", c.deterministic,
                "bitwise reproducible reductions whatever the algorithm or node layout (STRATA_DETERMINISTIC=1)");
@@ -105,6 +109,7 @@ std::vector<std::string> toArgs(const Config& c) {
   add("--weight-decay", c.weightDecay), add("--clip", c.clip), add("--data", c.data);
   if (!c.textFile.empty()) add("--text-file", c.textFile);
   if (c.quiet) a.push_back("--quiet");
+  if (c.device != "cpu") add("--device", c.device);
   return a;
 }
 
@@ -140,6 +145,10 @@ std::string validate(const Config& c, int world) {
   if (c.data == "text" && c.vocab < 256) bad(fmt::format("--data text is byte-level: vocab must be >= 256 (is {})", c.vocab));
   if (!(c.dropout >= 0 && c.dropout < 1)) bad(fmt::format("--dropout {} must be in [0, 1)", c.dropout));
   if (c.data == "synthetic" && c.vocab < 4) bad("--data synthetic needs vocab >= 4");
+  if (c.device == "cuda" && c.moe())
+    bad("--device cuda runs dense models only: the MoE layers (router, experts, all-to-all) are host code");
+  if (c.device == "cuda" && (!c.save.empty() || !c.load.empty()))
+    bad("--device cuda cannot --save or --load yet (checkpoints read and write host buffers)");
   const long rowsPerRank = (c.batch % (c.microbatches * c.dataRanks()) == 0 && c.seq % c.cp == 0)
                                ? long(c.seqPerMicro()) * (c.seq / c.cp)
                                : 0;

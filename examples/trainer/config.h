@@ -35,6 +35,7 @@ struct Config {
   bool deterministic = false;  // strata's deterministic reductions (STRATA_DETERMINISTIC=1)
   std::string trace;           // Chrome trace-event JSON of every rank, merged by rank 0
   bool printSchedule = false;  // print the pipeline schedule as a grid and exit
+  std::string device = "cpu";  // cpu | cuda (backend.h: tensors in device memory, cuBLAS, CUDA kernels)
 
   int worldSize() const { return dp * tp * pp * cp * ep; }
   int ffn() const { return 4 * hidden; }
@@ -51,6 +52,7 @@ struct ParityOptions {
   std::vector<std::string> cases;  // empty with `all`: every case
   bool all = false;
   std::string launcher;            // strata-run: ranks as processes; empty: ranks as threads
+  std::string device = "cpu";      // the layouts run here; the reference always runs on the CPU
   bool active() const { return all || !cases.empty(); }
 };
 

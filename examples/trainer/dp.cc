@@ -3,7 +3,7 @@
 
 namespace trainer {
 
-GradSync::GradSync(Ctx& c) : c_(c), zero_(c.cfg.zero) {
+GradSync::GradSync(Ctx& c) : c_(c), zero_(c.cfg.zero), lane_(c.ops->sibling()) {
   for (int k = 0; k < NCLS; ++k) pending_[k].assign(c.ps->cls[k].units.size(), 0);
   thread_ = std::thread([this] { loop(); });
 }
@@ -18,6 +18,7 @@ GradSync::~GradSync() {
 }
 
 void GradSync::loop() {
+  UseOps use(lane_.get());
   for (;;) {
     std::function<void()> fn;
     {
@@ -35,8 +36,11 @@ void GradSync::post(int cls, int unit, std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     pending_[cls][size_t(unit)]++;
-    queue_.push_back([this, cls, unit, fn = std::move(fn)] {
+    // The bucket's data is what the training lane has enqueued so far; done means finished.
+    queue_.push_back([this, cls, unit, fn = std::move(fn), ready = c_.ops->record()] {
+      lane_->waitFor(ready);
       fn();
+      lane_->sync();
       std::lock_guard<std::mutex> lk2(mu_);
       pending_[cls][size_t(unit)]--;
       done_.notify_all();
@@ -69,7 +73,7 @@ void GradSync::waitAll() {
 }
 
 void GradSync::beginStep(int microbatches) {
-  for (auto& cb : c_.ps->cls) std::fill(cb.grad.begin(), cb.grad.end(), 0.f);
+  for (auto& cb : c_.ps->cls) c_.ops->zero(cb.grad.data(), cb.grad.size() * sizeof(float));
   emb_.assign(size_t(microbatches), {});
   embUsed_.assign(size_t(microbatches), 0);
 }
@@ -80,7 +84,7 @@ void GradSync::beforeBackward(int key) {
     if (zero_ >= 2) waitUnit(k, u);
     ClassBuf& cb = c_.ps->cls[k];
     const Unit& un = cb.units[size_t(u)];
-    std::fill(cb.scratch.begin() + ptrdiff_t(un.begin), cb.scratch.begin() + ptrdiff_t(un.end), 0.f);
+    c_.ops->zero(cb.scratch.data() + un.begin, (un.end - un.begin) * sizeof(float));
   }
 }
 
@@ -90,8 +94,8 @@ void GradSync::reduceUnit(int k, int u) {
   const Unit& un = cb.units[size_t(u)];
   if (!g.active()) return;
   const double t0 = now();
-  if (zero_ == 0) g.comm.allReduce(cb.grad.data() + un.begin, cb.grad.data() + un.begin, un.end - un.begin);
-  else g.comm.reduceScatter(cb.grad.data() + un.begin, cb.grad.data() + cb.shardBegin(un), cb.shardLen(un));
+  if (zero_ == 0) Ctx::laneAllReduce(*lane_, g, cb.grad.data() + un.begin, un.end - un.begin);
+  else Ctx::laneReduceScatter(*lane_, g, cb.grad.data() + un.begin, cb.grad.data() + cb.shardBegin(un), cb.shardLen(un));
   c_.collective(g, zero_ == 0 ? "all_reduce" : "reduce_scatter", (un.end - un.begin) * sizeof(float), t0, Lane::Comm);
 }
 
@@ -101,7 +105,7 @@ void GradSync::afterBackward(int key, bool lastMicro) {
     ClassBuf& cb = c_.ps->cls[k];
     const Unit& un = cb.units[size_t(u)];
     if (zero_ < 2) {
-      for (size_t i = un.begin; i < un.end; ++i) cb.grad[i] += cb.scratch[i];
+      c_.ops->add(cb.grad.data() + un.begin, cb.scratch.data() + un.begin, un.end - un.begin);
       if (!lastMicro) continue;
       auto fn = [this, k = k, u = u] { reduceUnit(k, u); };
       if (c_.cfg.noOverlap) deferred_.push_back([this, k = k, u = u, fn] { post(k, u, fn); });
@@ -114,14 +118,14 @@ void GradSync::afterBackward(int key, bool lastMicro) {
         Group& g = c_.mesh->red[k];
         const size_t len = b.shardLen(n), at = b.shardBegin(n);
         if (!g.active()) {
-          for (size_t i = 0; i < len; ++i) b.grad[at + i] += b.scratch[at + i];
+          lane_->add(b.grad.data() + at, b.scratch.data() + at, len);
           return;
         }
-        std::vector<float> tmp(len);
+        Buf tmp(len);
         const double t0 = now();
-        g.comm.reduceScatter(b.scratch.data() + n.begin, tmp.data(), len);
+        Ctx::laneReduceScatter(*lane_, g, b.scratch.data() + n.begin, tmp.data(), len);
         c_.collective(g, "reduce_scatter", (n.end - n.begin) * sizeof(float), t0, Lane::Comm);
-        for (size_t i = 0; i < len; ++i) b.grad[at + i] += tmp[i];
+        lane_->add(b.grad.data() + at, tmp.data(), len);
       });
       if (c_.cfg.noOverlap) waitUnit(k, u);
     }
@@ -140,8 +144,8 @@ float* GradSync::embScratch(int mb) {
 void GradSync::embDone(int mb) {
   ClassBuf& cb = c_.ps->cls[CE];
   auto& s = emb_[size_t(mb)];
-  for (size_t i = 0; i < cb.size; ++i) cb.grad[i] += s[i];
-  std::vector<float>().swap(s);
+  c_.ops->add(cb.grad.data(), s.data(), cb.size);
+  s.releaseMemory();
   embUsed_[size_t(mb)] = 0;
 }
 
@@ -196,7 +200,7 @@ void GradSync::releaseClass(int k) {
   ClassBuf& cb = c_.ps->cls[k];
   if (!cb.sharded) return;
   cb.workBegin = cb.workEnd = 0;
-  std::vector<float>().swap(cb.work);  // a whole class was materialised: give the memory back
+  cb.work.releaseMemory();  // a whole class was materialised: give the memory back
 }
 
 void GradSync::openClass(int k) {
@@ -208,8 +212,8 @@ void GradSync::openClass(int k) {
 void GradSync::commitClass(int k) {
   ClassBuf& cb = c_.ps->cls[k];
   for (const Unit& un : cb.units)
-    std::copy_n(cb.work.begin() + ptrdiff_t(cb.shardBegin(un)), cb.shardLen(un),
-                cb.param.begin() + ptrdiff_t(cb.shardIndex(un)));
+    c_.ops->copy(cb.param.data() + cb.shardIndex(un), cb.work.data() + cb.shardBegin(un),
+                 cb.shardLen(un) * sizeof(float));
 }
 
 }  // namespace trainer

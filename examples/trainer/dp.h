@@ -12,11 +12,15 @@
 // joins the first and last pipeline stage, so its two copies receive the same summed gradient.
 // Every call is recorded (context.h, trace.h): the training thread's waits for buckets are exposed
 // communication, the communication thread's calls are the gradient reduction.
+// On a CUDA lane the communication thread has a lane of its own (a second stream): a bucket's
+// collective waits for the training stream's work up to the hand-over (an event), and the bucket
+// counts as done once the communication stream has finished it.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -64,7 +68,7 @@ class GradSync {
 
   Ctx& c_;
   int zero_;
-  std::vector<std::vector<float>> emb_;
+  std::vector<Buf> emb_;
   std::vector<uint8_t> embUsed_;
   std::vector<int> pending_[NCLS];
   std::deque<std::function<void()>> queue_;
@@ -74,6 +78,7 @@ class GradSync {
   bool stop_ = false;
   size_t peak_ = 0;
   void notePeak();
+  std::unique_ptr<Ops> lane_;  // the communication thread's
   std::thread thread_;
 };
 

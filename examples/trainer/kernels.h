@@ -1,6 +1,7 @@
 // kernels.h: the trainer's layers as plain forward/backward function pairs (llm.c style).
 //
-// Every function is a loop nest that reads like the math, templated on the float type so the
+// Every function is a loop nest that reads like the math (the per-element, per-row and per-(query,
+// head) bodies live in layer_math.h, shared with the CUDA backend), templated on the float type so the
 // gradient-check test (tests/trainer/grad_check_test.cc) runs them in double against finite
 // differences and the trainer runs them in float. Shapes are in the comments; all tensors are
 // row-major. Backward functions ACCUMULATE (+=) into parameter gradients and, unless said
@@ -15,6 +16,8 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+
+#include "layer_math.h"
 
 namespace trainer::k {
 
@@ -54,20 +57,7 @@ void posBwd(F* dwpe, const F* dx, const int* pos, int N, int C) {
 // out (N,C) = (x - mean) * rstd * w + b; mean, rstd (N) are kept for backward.
 template <class F>
 void layernormFwd(F* out, F* mean, F* rstd, const F* x, const F* w, const F* b, int N, int C) {
-  const F eps = F(1e-5);
-  for (int n = 0; n < N; ++n) {
-    const F* xr = x + size_t(n) * C;
-    F m = 0;
-    for (int c = 0; c < C; ++c) m += xr[c];
-    m /= C;
-    F v = 0;
-    for (int c = 0; c < C; ++c) v += (xr[c] - m) * (xr[c] - m);
-    v /= C;
-    F s = F(1) / std::sqrt(v + eps);
-    for (int c = 0; c < C; ++c) out[size_t(n) * C + c] = (xr[c] - m) * s * w[c] + b[c];
-    mean[n] = m;
-    rstd[n] = s;
-  }
+  for (int n = 0; n < N; ++n) math::layernormRow(out + size_t(n) * C, mean + n, rstd + n, x + size_t(n) * C, w, b, C);
 }
 // dx (N,C) +=, dw, db (C) +=.
 template <class F>
@@ -97,23 +87,8 @@ void layernormBwd(F* dx, F* dw, F* db, const F* dout, const F* x, const F* w, co
 // The two halves of layernormBwd, with the same per-element arithmetic: dx (N,C) += (B) ...
 template <class F>
 void layernormBwdInput(F* dx, const F* dout, const F* x, const F* w, const F* mean, const F* rstd, int N, int C) {
-  for (int n = 0; n < N; ++n) {
-    const F* xr = x + size_t(n) * C;
-    const F* g = dout + size_t(n) * C;
-    F dnMean = 0, dnNorm = 0;
-    for (int c = 0; c < C; ++c) {
-      F norm = (xr[c] - mean[n]) * rstd[n];
-      F dn = g[c] * w[c];
-      dnMean += dn;
-      dnNorm += dn * norm;
-    }
-    dnMean /= C;
-    dnNorm /= C;
-    for (int c = 0; c < C; ++c) {
-      F norm = (xr[c] - mean[n]) * rstd[n];
-      dx[size_t(n) * C + c] += (g[c] * w[c] - dnMean - norm * dnNorm) * rstd[n];
-    }
-  }
+  for (int n = 0; n < N; ++n)
+    math::layernormBwdInputRow(dx + size_t(n) * C, dout + size_t(n) * C, x + size_t(n) * C, w, mean[n], rstd[n], C);
 }
 // ... and dw, db (C) += (W).
 template <class F>
@@ -214,24 +189,14 @@ void biasBwd(F* db, const F* dx, int N, int C) {
 // ---- GELU (tanh approximation) ---------------------------------------------------------------
 template <class F>
 void geluFwd(F* out, const F* x, size_t n) {
-  const F s = std::sqrt(F(2) / F(M_PI));
-  for (size_t i = 0; i < n; ++i) {
-    F v = x[i];
-    out[i] = F(0.5) * v * (F(1) + std::tanh(s * (v + F(0.044715) * v * v * v)));
-  }
+  const F s = math::geluScale<F>();
+  for (size_t i = 0; i < n; ++i) out[i] = math::gelu(x[i], s);
 }
 // dx (n) += gelu'(x) * dout.
 template <class F>
 void geluBwd(F* dx, const F* x, const F* dout, size_t n) {
-  const F s = std::sqrt(F(2) / F(M_PI));
-  for (size_t i = 0; i < n; ++i) {
-    F v = x[i];
-    F u = s * (v + F(0.044715) * v * v * v);
-    F t = std::tanh(u);
-    F sech2 = F(1) - t * t;
-    F grad = F(0.5) * (F(1) + t) + F(0.5) * v * sech2 * s * (F(1) + F(3) * F(0.044715) * v * v);
-    dx[i] += grad * dout[i];
-  }
+  const F s = math::geluScale<F>();
+  for (size_t i = 0; i < n; ++i) dx[i] += math::geluGrad(x[i], s) * dout[i];
 }
 
 // ---- causal attention over one block of keys (flash / ring style) ---------------------------
@@ -244,49 +209,22 @@ template <class F>
 void attnBlockFwd(const F* q, int qStride, const int* qpos, int Nq, const F* k, const F* v, int kvStride,
                   const int* kpos, int Nk, int H, int hs, F* o, F* m, F* l) {
   const F scale = F(1) / std::sqrt(F(hs));
-  for (int i = 0; i < Nq; ++i) {
+  for (int i = 0; i < Nq; ++i)
     for (int h = 0; h < H; ++h) {
-      const F* qi = q + size_t(i) * qStride + size_t(h) * hs;
-      F* oi = o + (size_t(i) * H + h) * hs;
-      F& mi = m[size_t(i) * H + h];
-      F& li = l[size_t(i) * H + h];
-      for (int j = 0; j < Nk; ++j) {
-        if (kpos[j] > qpos[i]) continue;
-        const F* kj = k + size_t(j) * kvStride + size_t(h) * hs;
-        F s = 0;
-        for (int d = 0; d < hs; ++d) s += qi[d] * kj[d];
-        s *= scale;
-        if (s > mi) {  // rescale what we have to the new maximum
-          F corr = std::exp(mi - s);
-          li *= corr;
-          for (int d = 0; d < hs; ++d) oi[d] *= corr;
-          mi = s;
-        }
-        F p = std::exp(s - mi);
-        li += p;
-        const F* vj = v + size_t(j) * kvStride + size_t(h) * hs;
-        for (int d = 0; d < hs; ++d) oi[d] += p * vj[d];
-      }
+      const size_t ih = size_t(i) * H + h;
+      math::attnQueryFwd(q + size_t(i) * qStride + size_t(h) * hs, qpos[i], k, v, kvStride, kpos, Nk, h * hs, hs,
+                         scale, o + ih * hs, m + ih, l + ih);
     }
-  }
 }
 // o /= l; lse (Nq,H) = m + log l.
 template <class F>
 void attnFinalize(F* o, const F* m, const F* l, F* lse, int Nq, int H, int hs) {
-  for (int i = 0; i < Nq * H; ++i) {
-    F inv = l[i] > 0 ? F(1) / l[i] : F(0);
-    for (int d = 0; d < hs; ++d) o[size_t(i) * hs + d] *= inv;
-    lse[i] = l[i] > 0 ? m[i] + std::log(l[i]) : F(0);
-  }
+  for (int i = 0; i < Nq * H; ++i) math::attnFinalizeOne(o + size_t(i) * hs, m[i], l[i], lse + i, hs);
 }
 // Dd (Nq,H) = rowsum(dO * O) per head: the softmax-backward term shared by every key block.
 template <class F>
 void attnBwdPrep(F* Dd, const F* o, const F* dO, int Nq, int H, int hs) {
-  for (int i = 0; i < Nq * H; ++i) {
-    F s = 0;
-    for (int d = 0; d < hs; ++d) s += o[size_t(i) * hs + d] * dO[size_t(i) * hs + d];
-    Dd[i] = s;
-  }
+  for (int i = 0; i < Nq * H; ++i) Dd[i] = math::attnDot(o + size_t(i) * hs, dO + size_t(i) * hs, hs);
 }
 // One key block's backward: dq (row stride qStride) +=, dk, dv (row stride kvStride) +=.
 // dO is (Nq, H*hs); lse and Dd are (Nq, H).
@@ -305,13 +243,8 @@ void attnBlockBwd(const F* q, int qStride, const int* qpos, int Nq, const F* k, 
         if (kpos[j] > qpos[i]) continue;
         const F* kj = k + size_t(j) * kvStride + size_t(h) * hs;
         const F* vj = v + size_t(j) * kvStride + size_t(h) * hs;
-        F s = 0, dp = 0;
-        for (int d = 0; d < hs; ++d) {
-          s += qi[d] * kj[d];
-          dp += gi[d] * vj[d];
-        }
-        F p = std::exp(s * scale - L);
-        F ds = p * (dp - D) * scale;
+        F p, ds;
+        math::attnPair(qi, kj, vj, gi, hs, scale, L, D, &p, &ds);
         F* dkj = dk + size_t(j) * kvStride + size_t(h) * hs;
         F* dvj = dv + size_t(j) * kvStride + size_t(h) * hs;
         for (int d = 0; d < hs; ++d) {
@@ -357,38 +290,21 @@ void attnReference(F* out, const F* q, int qStride, const int* qpos, int Nq, con
 // Step 1: rowMax (N) = local max.  (The caller max-reduces across the vocab shards.)
 template <class F>
 void ceLocalMax(F* rowMax, const F* logits, int N, int Vl) {
-  for (int n = 0; n < N; ++n) {
-    F mx = -std::numeric_limits<F>::infinity();
-    for (int v = 0; v < Vl; ++v) mx = std::max(mx, logits[size_t(n) * Vl + v]);
-    rowMax[n] = mx;
-  }
+  for (int n = 0; n < N; ++n) rowMax[n] = math::ceRowMax(logits + size_t(n) * Vl, Vl);
 }
 // Step 2: stats (N,2) = {sum exp(logit - max), target logit - max (0 if not in this shard)}.
 // (The caller sum-reduces across shards.)  Loss of row n = log(stats[n][0]) - stats[n][1].
 template <class F>
 void ceLocalStats(F* stats, const F* logits, const F* rowMax, const int* tgt, int N, int Vl, int vStart) {
-  for (int n = 0; n < N; ++n) {
-    F s = 0;
-    for (int v = 0; v < Vl; ++v) s += std::exp(logits[size_t(n) * Vl + v] - rowMax[n]);
-    int t = tgt[n] - vStart;
-    stats[2 * n] = s;
-    stats[2 * n + 1] = (tgt[n] >= 0 && t >= 0 && t < Vl) ? logits[size_t(n) * Vl + t] - rowMax[n] : F(0);
-  }
+  for (int n = 0; n < N; ++n) math::ceRowStats(stats + 2 * size_t(n), logits + size_t(n) * Vl, rowMax[n], tgt[n], Vl, vStart);
 }
 // dlogits (N,Vl) = (softmax - onehot) * scale  (written, not accumulated); ignored rows get 0.
 template <class F>
 void ceBwd(F* dlogits, const F* logits, const F* rowMax, const F* stats, const int* tgt, int N, int Vl, int vStart,
            F scale) {
-  for (int n = 0; n < N; ++n) {
-    F* d = dlogits + size_t(n) * Vl;
-    if (tgt[n] < 0) {
-      std::fill(d, d + Vl, F(0));
-      continue;
-    }
-    for (int v = 0; v < Vl; ++v) d[v] = std::exp(logits[size_t(n) * Vl + v] - rowMax[n]) / stats[2 * n] * scale;
-    int t = tgt[n] - vStart;
-    if (t >= 0 && t < Vl) d[t] -= scale;
-  }
+  for (int n = 0; n < N; ++n)
+    math::ceRowBwd(dlogits + size_t(n) * Vl, logits + size_t(n) * Vl, rowMax[n], stats[2 * n], tgt[n], Vl, vStart,
+                   scale);
 }
 
 // ---- row softmax (router) ---------------------------------------------------------------------

@@ -1,4 +1,6 @@
-// optim.cc: gradient norm, clipping and AdamW (sharded under ZeRO).
+// optim.cc: gradient norm, clipping and AdamW (sharded under ZeRO), on the rank's lane: the norm
+// blocks and the update run where the gradients live (layer_math.h's normBlock and adamw); the
+// block sums come to the host (a read that waits for the lane) and are summed there in a fixed order.
 #include "optim.h"
 
 #include <cmath>
@@ -32,13 +34,11 @@ double optimizerStep(Ctx& c, int t) {
     ClassBuf& cb = c.ps->cls[k];
     if (cb.size == 0 || (k == CE && !m.inClass[CE])) continue;
     std::vector<double> blocks;
-    for (const Owned& o : owned(cb, cfg.zero))
-      for (size_t b = 0; b < o.len; b += kNormBlock) {
-        double s = 0;
-        for (size_t i = o.begin + b; i < o.begin + b + kNormBlock; ++i)
-          if (cb.count[i]) s += double(cb.grad[i]) * double(cb.grad[i]);
-        blocks.push_back(s);
-      }
+    for (const Owned& o : owned(cb, cfg.zero)) {
+      const size_t at = blocks.size();
+      blocks.resize(at + o.len / kNormBlock);
+      c.ops->normBlocks(blocks.data() + at, cb.grad.data() + o.begin, cb.count.data() + o.begin, o.len, kNormBlock);
+    }
     std::vector<double> all = blocks;
     Group& g = m.gat[k];
     if (cfg.zero >= 1 && g.active()) {
@@ -63,19 +63,13 @@ double optimizerStep(Ctx& c, int t) {
   // 2. AdamW on owned elements
   const float b1 = cfg.beta1, b2 = cfg.beta2, eps = 1e-8f, lr = cfg.lr, wd = cfg.weightDecay;
   const float c1 = 1.f - std::pow(b1, float(t)), c2 = 1.f - std::pow(b2, float(t));
+  const math::AdamArgs args{scale, b1, b2, c1, c2, lr, wd, eps};
   for (int k = 0; k < NCLS; ++k) {
     ClassBuf& cb = c.ps->cls[k];
     if (cb.size == 0 || (k == CE && !m.inClass[CE])) continue;
     for (const Owned& o : owned(cb, cfg.zero))
-      for (size_t i = 0; i < o.len; ++i) {
-        const size_t pi = o.begin + i, mi = o.mOffset + i;
-        const float g = cb.grad[pi] * scale;
-        cb.m[mi] = b1 * cb.m[mi] + (1.f - b1) * g;
-        cb.v[mi] = b2 * cb.v[mi] + (1.f - b2) * g * g;
-        const float mh = cb.m[mi] / c1, vh = cb.v[mi] / c2;
-        float& p = cb.param[cb.sharded ? mi : pi];
-        p -= lr * (mh / (std::sqrt(vh) + eps) + (cb.decay[pi] ? wd * p : 0.f));
-      }
+      c.ops->adamw(cb.param.data() + (cb.sharded ? o.mOffset : o.begin), cb.grad.data() + o.begin,
+                   cb.m.data() + o.mOffset, cb.v.data() + o.mOffset, cb.decay.data() + o.begin, o.len, args);
     // 3. ZeRO-1/2: every rank gets the updated full parameters back (ZeRO-3 gathers before use).
     if (cfg.zero == 1 || cfg.zero == 2)
       for (const Unit& u : cb.units)

@@ -111,6 +111,9 @@ void buildStore(ParamStore& ps, const Config& cfg, const Mesh& m, int zero) {
   ps.tensors = rankTensors(cfg, m);
   ps.layers.assign(size_t(cfg.layers), LayerIdx{});
   ps.firstExpert = cfg.moe() ? m.coord[EP] * (cfg.experts / m.size[EP]) : 0;
+  // Initial values and masks are made on the host, then go to the buffers' lane (backend.h).
+  std::vector<float> param[NCLS];
+  std::vector<uint8_t> decay[NCLS], count[NCLS];
   // Units per class in first-appearance order (the forward order of this rank's tensors).
   for (int c = 0; c < NCLS; ++c) {
     ClassBuf& cb = ps.cls[c];
@@ -133,34 +136,38 @@ void buildStore(ParamStore& ps, const Config& cfg, const Mesh& m, int zero) {
       cb.units.push_back(u);
     }
     cb.size = off;
-    cb.param.assign(off, 0.f);
+    param[c].assign(off, 0.f);
     cb.scratch.assign(off, 0.f);
     cb.grad.assign(off, 0.f);  // full; under ZeRO only the shard ranges hold reduced values
     cb.m.assign(zero >= 1 ? cb.shardSize() : off, 0.f);
     cb.v.assign(cb.m.size(), 0.f);
-    cb.decay.assign(off, 0);
-    cb.count.assign(off, 0);
+    decay[c].assign(off, 0);
+    count[c].assign(off, 0);
   }
   for (int i = 0; i < int(ps.tensors.size()); ++i) {
     TensorSpec& t = ps.tensors[size_t(i)];
     ps.byName[t.name] = i;
-    ClassBuf& cb = ps.cls[t.cls];
-    float* p = cb.param.data() + t.offset;
+    float* p = param[t.cls].data() + t.offset;
     for (size_t j = 0; j < t.size(); ++j) {
       p[j] = t.init == 1 ? 1.f : t.init == 2 ? 0.f : t.std * initNormal(cfg.seed, t.name, t.globalIndex(j));
-      cb.decay[t.offset + j] = t.decay;
-      cb.count[t.offset + j] = t.countInNorm;
+      decay[t.cls][t.offset + j] = t.decay;
+      count[t.cls][t.offset + j] = t.countInNorm;
     }
   }
-  if (zero == 3)  // keep only the owned shard of every unit
-    for (ClassBuf& cb : ps.cls) {
+  for (int c = 0; c < NCLS; ++c) {
+    ClassBuf& cb = ps.cls[c];
+    if (zero == 3) {  // keep only the owned shard of every unit
       std::vector<float> shard(cb.shardSize());
       for (const Unit& u : cb.units)
-        std::copy_n(cb.param.begin() + ptrdiff_t(cb.shardBegin(u)), cb.shardLen(u),
+        std::copy_n(param[c].begin() + ptrdiff_t(cb.shardBegin(u)), cb.shardLen(u),
                     shard.begin() + ptrdiff_t(cb.shardIndex(u)));
-      cb.param.swap(shard);
+      param[c].swap(shard);
       cb.sharded = true;
     }
+    cb.param.upload(param[c]);
+    cb.decay.upload(decay[c]);
+    cb.count.upload(count[c]);
+  }
   auto id = [&](const std::string& n) {
     auto it = ps.byName.find(n);
     return it == ps.byName.end() ? -1 : it->second;

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend.h"
 #include "config.h"
 #include "mesh.h"
 
@@ -51,12 +52,12 @@ struct ClassBuf {
   std::vector<Unit> units;
   size_t size = 0;       // padded total
   int shards = 1, shardRank = 0;
-  std::vector<float> param, grad, scratch, m, v;  // m, v: the shard only under ZeRO
+  Buf param, grad, scratch, m, v;  // m, v: the shard only under ZeRO (on the rank's lane, backend.h)
   // ZeRO-3: `param` holds only the owned shard (unit u's at u.begin/shards), and parameters are
   // read from `work`, a reusable buffer holding the full-index range [workBegin, workEnd) while
   // a unit (or, for checkpoints and the tied embedding, the whole class) is gathered.
   bool sharded = false;
-  std::vector<float> work;
+  Buf work;
   size_t workBegin = 0, workEnd = 0;
   size_t shardIndex(const Unit& u) const { return u.begin / size_t(shards); }
   /// Bytes of parameters this rank holds in memory now (shard or full buffer, plus working buffer).
@@ -66,7 +67,7 @@ struct ClassBuf {
     if (offset < workBegin || offset >= workEnd) throw std::logic_error("ZeRO-3 parameter used while not gathered");
     return work.data() + (offset - workBegin);
   }
-  std::vector<uint8_t> decay, count;             // per element masks
+  ByteBuf decay, count;                          // per element masks
   size_t shardBegin(const Unit& u) const { return u.begin + (u.end - u.begin) / shards * shardRank; }
   size_t shardLen(const Unit& u) const { return (u.end - u.begin) / shards; }
   size_t shardSize() const { return size / shards; }

@@ -17,8 +17,9 @@ void Pipeline::run(int rowsPerMicro) {
   Scope whole(c_.rec, Kind::Phase, 0, "pipeline");
   const int P = c_.cfg.pp, me = c_.mesh->coord[PP];
   const size_t msgLen = size_t(rowsPerMicro) * size_t(c_.C);
-  std::map<std::tuple<int, int, int>, std::vector<float>> inbox;  // (grad, mb, chunk) -> data
-  std::vector<float> produced;
+  std::map<std::tuple<int, int, int>, Buf> inbox;  // (grad, mb, chunk) -> data, on the lane
+  Buf produced;
+  Ops& o = *c_.ops;
   for (size_t t = 0; t < tickAction_.size(); ++t) {
     produced.clear();
     if (tickAction_[t] >= 0) {
@@ -54,13 +55,22 @@ void Pipeline::run(int rowsPerMicro) {
       for (const Transfer& m : tickMsgs_[t]) {
         if (m.src == m.dst) continue;
         if (m.src == me) {
-          c_.mesh->pp.comm.send(produced.data(), msgLen, m.dst);
+          if (o.device())
+            strata::check(strataSendStream(produced.data(), msgLen, strataFloat32, m.dst, c_.mesh->pp.comm.get(),
+                                           o.stream()),
+                          c_.mesh->pp.comm.get());
+          else
+            c_.mesh->pp.comm.send(produced.data(), msgLen, m.dst);
           what += fmt::format("{}send {} mb {} to stage {}", what.empty() ? "" : ", ", m.grad ? "grad" : "act", m.mb, m.dst);
         }
         if (m.dst == me) {
           auto& buf = inbox[{m.grad, m.mb, m.chunk}];
           buf.resize(msgLen);
-          c_.mesh->pp.comm.recv(buf.data(), msgLen, m.src);
+          if (o.device())
+            strata::check(strataRecvStream(buf.data(), msgLen, strataFloat32, m.src, c_.mesh->pp.comm.get(), o.stream()),
+                          c_.mesh->pp.comm.get());
+          else
+            c_.mesh->pp.comm.recv(buf.data(), msgLen, m.src);
           what += fmt::format("{}recv {} mb {} from stage {}", what.empty() ? "" : ", ", m.grad ? "grad" : "act", m.mb, m.src);
         }
         bytes += msgLen * sizeof(float);

@@ -10,7 +10,7 @@ namespace trainer::tp {
 void enterFwd(Ctx& c, const float* res, float* full, int N) {
   const size_t Nr = size_t(resRows(c, N)), C = size_t(c.C);
   if (c.sp) c.allGather(c.mesh->tp, res, full, Nr * C);
-  else std::copy(res, res + Nr * C, full);
+  else c.ops->copy(full, res, Nr * C * sizeof(float));
 }
 
 void enterBwd(Ctx& c, float* dfull, float* dres, int N) {
@@ -22,7 +22,7 @@ void enterBwd(Ctx& c, float* dfull, float* dres, int N) {
   } else {
     c.allReduce(c.mesh->tp, dfull, Nr * C);
   }
-  for (size_t i = 0; i < Nr * C; ++i) dres[i] += dfull[i];
+  c.ops->add(dres, dfull, Nr * C);
 }
 
 void exitFwd(Ctx& c, float* partial, float* res, int N) {
@@ -33,22 +33,23 @@ void exitFwd(Ctx& c, float* partial, float* res, int N) {
   } else {
     c.allReduce(c.mesh->tp, partial, Nr * C);
   }
-  std::copy(partial, partial + Nr * C, res);
+  c.ops->copy(res, partial, Nr * C * sizeof(float));
 }
 
 void exitBwd(Ctx& c, const float* dres, float* dfull, int N) { enterFwd(c, dres, dfull, N); }
 
-double crossEntropyFwd(Ctx& c, const float* logits, const int* tgt, int N, std::vector<float>& rowMax,
-                       std::vector<float>& stats) {
+double crossEntropyFwd(Ctx& c, const float* logits, const int* tgt, const int* tgtHost, int N, Buf& rowMax,
+                       Buf& stats) {
   rowMax.resize(size_t(N));
   stats.resize(2 * size_t(N));
-  k::ceLocalMax(rowMax.data(), logits, N, c.Vl);
+  c.ops->ceLocalMax(rowMax.data(), logits, N, c.Vl);
   c.allReduce(c.mesh->tp, rowMax.data(), size_t(N), strataMax);
-  k::ceLocalStats(stats.data(), logits, rowMax.data(), tgt, N, c.Vl, c.vStart);
+  c.ops->ceLocalStats(stats.data(), logits, rowMax.data(), tgt, N, c.Vl, c.vStart);
   c.allReduce(c.mesh->tp, stats.data(), 2 * size_t(N));
+  const std::vector<float> st = stats.toHost();  // a host read: waits for the lane
   double sum = 0;
   for (int n = 0; n < N; ++n)
-    if (tgt[n] >= 0) sum += double(std::log(stats[2 * size_t(n)]) - stats[2 * size_t(n) + 1]);
+    if (tgtHost[n] >= 0) sum += double(std::log(st[2 * size_t(n)]) - st[2 * size_t(n) + 1]);
   return sum;
 }
 

@@ -29,7 +29,8 @@ void exitBwd(Ctx& c, const float* dres, float* dfull, int N);       // (Nr,C) ->
 
 /// Vocab-parallel cross-entropy on logits (N,Vl). Fills rowMax (N) and stats (N,2); returns the
 /// sum of the scored rows' losses (double).
-double crossEntropyFwd(Ctx& c, const float* logits, const int* tgt, int N, std::vector<float>& rowMax,
-                       std::vector<float>& stats);
+/// tgt: the targets on the lane (device with --device cuda); tgtHost: the same on the host, for
+/// the loss sum (read after the stats come back to the host, which waits for the lane).
+double crossEntropyFwd(Ctx& c, const float* logits, const int* tgt, const int* tgtHost, int N, Buf& rowMax, Buf& stats);
 
 }  // namespace trainer::tp

@@ -438,7 +438,7 @@ void wholeModelCheck(Config cfg) {
   };
   run();
   std::vector<float> grads[NCLS];
-  for (int k = 0; k < NCLS; ++k) grads[k] = ps.cls[k].grad;
+  for (int k = 0; k < NCLS; ++k) grads[k] = ps.cls[k].grad.vec();
   int checked = 0;
   for (const TensorSpec& t : ps.tensors) {
     const float* g = grads[t.cls].data() + t.offset;
@@ -546,7 +546,7 @@ std::vector<std::vector<float>> stepGradients(const Config& cfg) {
       model.beginStep(&mbs, double(cfg.batch) * double(data.scoredPerSequence()));
       pipe.run(tp::resRows(c, mbs[0].rows()));
       sync.finish();
-      for (int k = 0; k < NCLS; ++k) out[size_t(r)].insert(out[size_t(r)].end(), ps.cls[k].grad.begin(), ps.cls[k].grad.end());
+      for (int k = 0; k < NCLS; ++k) out[size_t(r)].insert(out[size_t(r)].end(), ps.cls[k].grad.vec().begin(), ps.cls[k].grad.vec().end());
     });
   for (auto& t : ts) t.join();
   return out;
@@ -575,3 +575,147 @@ TEST(ZeroBubble, SameGradientsAsOneFOneB) {
 }
 
 }  // namespace
+
+// ---- the compute seam (backend.h): the host lane and the math the CUDA lane shares ----------------
+
+namespace trainer {
+namespace {
+
+std::vector<float> randomVec(size_t n, uint64_t seed) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = initNormal(seed, "seam", i);
+  return v;
+}
+
+// The CUDA kernels sum columns one thread per column over rows in ascending order (layer_math.h's
+// *Col functions); run on the host they must give kernels.h's row-loop results bitwise.
+TEST(Seam, ColumnFunctionsEqualTheHostLoops) {
+  const int N = 7, C = 12, V = 5;
+  const std::vector<float> d = randomVec(size_t(N) * C, 1), x = randomVec(size_t(N) * C, 2);
+  std::vector<float> mean(N), rstd(N), ln(size_t(N) * C), w = randomVec(C, 3), b = randomVec(C, 4);
+  k::layernormFwd(ln.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  std::vector<float> dw1(C, 0.5f), db1(C, -0.25f), dw2 = dw1, db2 = db1;
+  k::layernormBwdWeight(dw1.data(), db1.data(), d.data(), x.data(), mean.data(), rstd.data(), N, C);
+  for (int c = 0; c < C; ++c) math::layernormBwdWeightCol(dw2.data(), db2.data(), d.data(), x.data(), mean.data(), rstd.data(), N, C, c);
+  EXPECT_EQ(dw1, dw2);
+  EXPECT_EQ(db1, db2);
+  std::vector<float> bb1(C, 1.f), bb2 = bb1;
+  k::biasBwd(bb1.data(), d.data(), N, C);
+  for (int c = 0; c < C; ++c) math::biasBwdCol(bb2.data(), d.data(), N, C, c);
+  EXPECT_EQ(bb1, bb2);
+  const std::vector<int> tok = {3, 1, 3, 7, 0, 4, 3}, pos = {0, 2, 1, 2, 0, 1, 2};  // repeats sum in order
+  std::vector<float> e1(size_t(V) * C, 0.f), e2 = e1, p1(size_t(3) * C, 0.f), p2 = p1;
+  k::embedBwd(e1.data(), d.data(), tok.data(), N, C, 1, V);
+  k::posBwd(p1.data(), d.data(), pos.data(), N, C);
+  for (int c = 0; c < C; ++c) {
+    math::embedBwdCol(e2.data(), d.data(), tok.data(), N, C, 1, V, c);
+    math::posBwdCol(p2.data(), d.data(), pos.data(), N, C, c);
+  }
+  EXPECT_EQ(e1, e2);
+  EXPECT_EQ(p1, p2);
+  EXPECT_NE(e1, std::vector<float>(e1.size(), 0.f));
+}
+
+// The CUDA attention backward runs two passes (dq per (query, head), dk and dv per (key, head))
+// over math::attnPair; on the host they must equal kernels.h's single loop bitwise.
+TEST(Seam, TwoPassAttentionBackwardEqualsTheHostLoop) {
+  const int Nq = 6, Nk = 6, H = 2, hs = 4, C = H * hs;
+  const std::vector<float> q = randomVec(size_t(Nq) * C, 5), kk = randomVec(size_t(Nk) * C, 6),
+                           v = randomVec(size_t(Nk) * C, 7), dO = randomVec(size_t(Nq) * C, 8);
+  const std::vector<int> qpos = {0, 5, 1, 4, 2, 3}, kpos = {0, 1, 2, 3, 4, 5};
+  std::vector<float> o(size_t(Nq) * C, 0.f), m(size_t(Nq) * H, -INFINITY), l(size_t(Nq) * H, 0.f), lse(size_t(Nq) * H),
+      Dd(size_t(Nq) * H);
+  k::attnBlockFwd(q.data(), C, qpos.data(), Nq, kk.data(), v.data(), C, kpos.data(), Nk, H, hs, o.data(), m.data(), l.data());
+  k::attnFinalize(o.data(), m.data(), l.data(), lse.data(), Nq, H, hs);
+  k::attnBwdPrep(Dd.data(), o.data(), dO.data(), Nq, H, hs);
+  std::vector<float> dq1(size_t(Nq) * C, 0.f), dk1(size_t(Nk) * C, 0.f), dv1(size_t(Nk) * C, 0.f), dq2 = dq1, dk2 = dk1,
+                                                dv2 = dv1;
+  k::attnBlockBwd(q.data(), C, qpos.data(), Nq, kk.data(), v.data(), C, kpos.data(), Nk, H, hs, dO.data(), lse.data(),
+                  Dd.data(), dq1.data(), dk1.data(), dv1.data());
+  const float scale = 1.f / std::sqrt(float(hs));
+  for (int i = 0; i < Nq; ++i)
+    for (int h = 0; h < H; ++h)
+      for (int j = 0; j < Nk; ++j) {
+        if (kpos[j] > qpos[i]) continue;
+        float p, ds;
+        const size_t ih = size_t(i) * H + h;
+        math::attnPair(&q[size_t(i) * C + h * hs], &kk[size_t(j) * C + h * hs], &v[size_t(j) * C + h * hs], &dO[ih * hs],
+                       hs, scale, lse[ih], Dd[ih], &p, &ds);
+        for (int d = 0; d < hs; ++d) dq2[size_t(i) * C + h * hs + d] += ds * kk[size_t(j) * C + h * hs + d];
+      }
+  for (int j = 0; j < Nk; ++j)
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < Nq; ++i) {
+        if (kpos[j] > qpos[i]) continue;
+        float p, ds;
+        const size_t ih = size_t(i) * H + h;
+        math::attnPair(&q[size_t(i) * C + h * hs], &kk[size_t(j) * C + h * hs], &v[size_t(j) * C + h * hs], &dO[ih * hs],
+                       hs, scale, lse[ih], Dd[ih], &p, &ds);
+        for (int d = 0; d < hs; ++d) {
+          dv2[size_t(j) * C + h * hs + d] += p * dO[ih * hs + d];
+          dk2[size_t(j) * C + h * hs + d] += ds * q[size_t(i) * C + h * hs + d];
+        }
+      }
+  EXPECT_EQ(dq1, dq2);
+  EXPECT_EQ(dk1, dk2);
+  EXPECT_EQ(dv1, dv2);
+}
+
+// The host lane is kernels.h (so the CPU path is unchanged), and host Bufs behave as vectors.
+TEST(Seam, HostLaneRunsTheHostKernelsAndBufsAreVectors) {
+  std::unique_ptr<Ops> ops = makeOps(Device::Host, 0);
+  ASSERT_FALSE(ops->device());
+  EXPECT_EQ(ops->stream(), nullptr);
+  const int N = 5, K = 9, O = 7;
+  const std::vector<float> in = randomVec(size_t(N) * K, 9), w = randomVec(size_t(O) * K, 10), bias = randomVec(O, 11),
+                           d = randomVec(size_t(N) * O, 12);
+  std::vector<float> a(size_t(N) * O), b(size_t(N) * O);
+  k::matmulFwd(a.data(), in.data(), w.data(), bias.data(), N, K, O);
+  ops->matmulFwd(b.data(), in.data(), w.data(), bias.data(), N, K, O);
+  EXPECT_EQ(a, b);
+  std::vector<float> g1(size_t(O) * K, 0.f), g2 = g1, gb1(O, 0.f), gb2 = gb1;
+  k::matmulBwdWeight(g1.data(), gb1.data(), d.data(), in.data(), N, K, O);
+  ops->matmulBwdWeight(g2.data(), gb2.data(), d.data(), in.data(), N, K, O);
+  EXPECT_EQ(g1, g2);
+  EXPECT_EQ(gb1, gb2);
+  // AdamW and the norm blocks: the optimizer's arithmetic through the lane.
+  std::vector<float> p(128, 0.5f), gr = randomVec(128, 13), mm(128, 0.f), vv(128, 0.f);
+  std::vector<uint8_t> decay(128, 1), count(128, 1);
+  count[3] = 0;
+  ops->adamw(p.data(), gr.data(), mm.data(), vv.data(), decay.data(), p.size(), {1.f, 0.9f, 0.95f, 0.1f, 0.05f, 1e-3f, 0.1f, 1e-8f});
+  EXPECT_NE(p[0], 0.5f);
+  double blocks[2];
+  ops->normBlocks(blocks, gr.data(), count.data(), 128, 64);
+  double want = 0;
+  for (int i = 0; i < 64; ++i)
+    if (i != 3) want += double(gr[size_t(i)]) * double(gr[size_t(i)]);
+  EXPECT_EQ(blocks[0], want);
+  // Bufs on the host lane: vector semantics, zero-filled growth, deep copies.
+  UseOps use(ops.get());
+  Buf x(4);
+  EXPECT_FALSE(x.onDevice());
+  x.vec() = {1, 2, 3, 4};
+  x.resize(6);
+  EXPECT_EQ(x.vec(), (std::vector<float>{1, 2, 3, 4, 0, 0}));
+  Buf y = x;
+  y.vec()[0] = 9;
+  EXPECT_EQ(x.vec()[0], 1.f);
+  EXPECT_EQ(y.toHost()[0], 9.f);
+}
+
+TEST(Seam, CudaDeviceRefusedWhereUnavailable) {
+  Config c;
+  c.device = "cuda", c.experts = 4;
+  EXPECT_NE(validate(c, 1).find("--device cuda runs dense models only"), std::string::npos);
+  c = Config{};
+  c.device = "cuda", c.save = "/tmp/x";
+  EXPECT_NE(validate(c, 1).find("cannot --save or --load"), std::string::npos);
+  const std::string why = deviceUnavailable(Device::Cuda);
+  EXPECT_EQ(deviceUnavailable(Device::Host), "");
+  if (why.empty()) GTEST_SKIP() << "a CUDA device is present: nothing to refuse";
+  EXPECT_NE(why.find("--device cuda"), std::string::npos) << why;
+  EXPECT_THROW(makeOps(Device::Cuda, 0), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace trainer

@@ -9,6 +9,9 @@
 #   trace       4 processes dp2 x pp2 with the zero-bubble schedule write one merged --trace: every
 #               rank, both threads, F/B/W passes and layers, collectives with group and bytes;
 #               render_trace.py draws it; --print-schedule draws ZB-H1 with its bubble
+#   device      --device cuda where it cannot run (no CUDA build, or no CUDA device) fails at once
+#               with exit code 3 and says why, as one rank, as 2 processes and as --parity-case;
+#               skipped (77) where a CUDA device is usable (the gpu-labelled tests run it there)
 #   deterministic  dp4 with --deterministic: every forced all-reduce algorithm, and the 4 ranks on
 #               2 virtual nodes x 2 (tcp between them), write byte-identical loss logs; without
 #               it, ring and one-shot differ in the last digits (so the comparison can fail)
@@ -29,6 +32,28 @@ same_losses() {
 }
 
 case $check in
+device)
+  set +e
+  out=$("$train" --device cuda "${model[@]}" --steps 2 2>&1); rc=$?
+  set -e
+  echo "$out"
+  if [ $rc -eq 0 ] || grep -q "^step" <<<"$out"; then
+    echo "a CUDA device is usable here: nothing to refuse"; exit 77
+  fi
+  [ $rc -eq 3 ] || { echo "expected exit code 3, got $rc"; exit 1; }
+  grep -Eq "strata-train: --device cuda: (no CUDA device|this strata-train was built without CUDA)" <<<"$out" \
+    || { echo "no reason given"; exit 1; }
+  set +e
+  out=$(timeout 60 "$run" -n 2 -- "$train" --device cuda --dp 2 "${model[@]}" --steps 2 2>&1); rc=$?
+  out2=$(timeout 60 "$train" --device cuda --parity-case dp2 2>&1); rc2=$?
+  set -e
+  echo "$out"; echo "$out2"
+  [ $rc -ne 0 ] && ! grep -q "^step" <<<"$out" || { echo "2 processes: not refused (rc $rc)"; exit 1; }
+  grep -q -- "--device cuda:" <<<"$out" || { echo "2 processes: no reason given"; exit 1; }
+  [ $rc2 -eq 3 ] && grep -q -- "--device cuda:" <<<"$out2" || { echo "--parity-case: rc $rc2"; exit 1; }
+  "$train" "${model[@]}" --steps 1 --device cpu | grep -q "final loss" || { echo "--device cpu does not train"; exit 1; }
+  echo "device: refused with exit code 3 and a reason"
+  ;;
 deterministic)
   dp4=("${model[@]}" --steps 6 --dp 4)
   for algo in ring oneshot; do
