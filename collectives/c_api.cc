@@ -265,9 +265,6 @@ strataResult_t submitColl(strataComm_t handle, const CollCall& call, void* strea
     usedBuffers(*c, call, &a, &b);
     st = classifyBuffers(collName(call.coll), a, b, &cudaDev);
   }
-  if (st.ok() && cudaDev >= 0 && c->deterministic() && isReduction(call.coll))
-    st = invalidUsage("{}: deterministic mode covers host buffers only so far; these are device buffers (CUDA "
-                      "device {})", collName(call.coll), cudaDev);
   if (!st.ok()) return report(c, st);
   GroupState& g = tlsGroup;
   g.ops.push_back(GroupOp{c, true, call, {}, cudaDev, stream});

@@ -307,6 +307,7 @@ Status setupDevice(Comm& c, int device, std::unique_ptr<DeviceState, DeviceState
   s->layout.slotBytes = cfg.cudaSlotBytes;
   s->layout.llSlotBytes = cfg.cudaLLSlotBytes;
   s->params = DevPlanParams::fromConfig(r, n);
+  s->params.deterministic = c.deterministic();  // the same on every rank (comm.h)
   DeviceGuard guard(device);
   // Capture-safe: allocation and zeroing on a private stream, allowed while another stream captures.
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;

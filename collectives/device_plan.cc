@@ -1,5 +1,6 @@
-// device_plan.cc: algorithm, protocol and channel choice for device collectives, and the
-// send/recv/copy entries of the point-to-point based ones (see device_plan.h).
+// device_plan.cc: algorithm, protocol and channel choice for device collectives (deterministic
+// mode's reductions: the rank-order tree), and the send/recv/copy entries of the point-to-point
+// based ones (see device_plan.h).
 #include "collectives/device_plan.h"
 
 #include <algorithm>
@@ -163,11 +164,16 @@ Status planDeviceCollective(const DevPlanParams& p, const DevCall& call, std::ve
   // Ranks that take no part in a rooted collective's buffers still relay (chains pass through).
   if (call.coll == CollType::Reduce && r != call.root) w.out = nullptr;
   w.proto = chooseProto(p, total);
-  if (call.coll == CollType::AllReduce) {
+  if (p.deterministic && isReduction(call.coll)) {
+    w.algo = dev::Algo::RankTree;
+  } else if (call.coll == CollType::AllReduce) {
     const bool tree = p.algo == "tree" || (p.algo == "auto" && n > 2 && total <= p.treeMaxBytes);
     w.algo = tree && n > 1 ? dev::Algo::Tree : dev::Algo::Ring;
   }
   w.nch = chooseChannels(p, w.proto, total);
+  // The rank tree talks to every peer on every channel; the network proxy shadows every proxied
+  // peer on channel 0 only (device_proxy_layout.h).
+  if (w.algo == dev::Algo::RankTree && p.simpleOnly) w.nch = 1;
   l.blocks = w.nch;
   out->push_back(l);
   return OkStatus();

@@ -1,8 +1,8 @@
 // device_plan.h: turns one device collective, or one group's device sends and receives, into
-// kernel launches (dev::DevWork descriptors): the algorithm (ring or tree), protocol (LL or
-// Simple) and channel count for the size, and the send/recv/copy entries of all-to-all, gather,
-// scatter and grouped point-to-point. Pure host code with no CUDA dependency, so the emulation
-// tests plan exactly as the CUDA executor does.
+// kernel launches (dev::DevWork descriptors): the algorithm (ring or tree; the rank-order tree in
+// deterministic mode), protocol (LL or Simple) and channel count for the size, and the
+// send/recv/copy entries of all-to-all, gather, scatter and grouped point-to-point. Pure host code
+// with no CUDA dependency, so the emulation tests plan exactly as the CUDA executor does.
 #pragma once
 
 #include <string>
@@ -26,6 +26,10 @@ struct DevPlanParams {
   /// proxy forwards whole steps announced by the head counter and LL has none (its per-line flags
   /// would make a partly forwarded slot look complete line by line). The same on every rank.
   bool simpleOnly = false;
+  /// Deterministic mode (the communicator's, the same on every rank): all-reduce, reduce-scatter
+  /// and reduce use Algo::RankTree, whose every element is the rank-order tree of rank_tree.h (the
+  /// host algorithms' association too); `algo` does not apply to them.
+  bool deterministic = false;
   /// From the configuration registry (STRATA_CUDA_*).
   static DevPlanParams fromConfig(int rank, int nranks);
 };

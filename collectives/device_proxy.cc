@@ -265,6 +265,8 @@ void DeviceProxy::want(int peer) {
 }
 
 void DeviceProxy::wantLaunch(const dev::DevWork& w) {
+  if (w.algo == dev::Algo::RankTree && w.coll != dev::Coll::P2P)  // deterministic mode: every peer, channel 0
+    for (int p = 0; p < g_.nranks; ++p) want(p);
   if (w.coll != dev::Coll::P2P) return;
   for (int i = 0; i < w.nops; ++i)
     if (w.ops[i].kind != dev::OpKind::Copy) want(w.ops[i].peer);

@@ -78,7 +78,8 @@ class DeviceProxy {
   /// step counters stay where buildConns put them.
   void wire(dev::PeerConn* conns) const;
   /// Connects `peer` (thread-safe): ring and tree peers are wanted from the start; send/recv
-  /// launches want theirs before they are enqueued (wantLaunch).
+  /// launches, and deterministic mode's collectives (every peer), want theirs before they are
+  /// enqueued (wantLaunch).
   void want(int peer);
   void wantLaunch(const dev::DevWork& w);
   /// Device work was enqueued: wake the thread if it sleeps long.

@@ -21,6 +21,7 @@
 #include "kernels/element_value.h"
 #include "kernels/host_reduce.h"
 #include "support/device_proxy_emulation.h"
+#include "support/rank_order_inputs.h"
 #include "support/thread_ranks.h"
 
 namespace strata::testing {
@@ -104,6 +105,7 @@ class ProxyCluster {
   DevPlanParams params(int r) const {
     DevPlanParams p = ranks_[static_cast<size_t>(r)]->params();
     p.algo = algo;
+    p.deterministic = deterministic;
     return p;
   }
   /// Every rank's launches, ranks concurrently. False if any rank gave up.
@@ -125,6 +127,7 @@ class ProxyCluster {
     }
   }
   std::string algo = "auto";
+  bool deterministic = false;  ///< plan deterministic mode's reductions (the rank-order tree)
 
  private:
   int n_;
@@ -322,6 +325,39 @@ TEST_P(DeviceProxyEmulation, LargeMessagesManyLaunches) {
   checkAllReduce(c, strataFloat32, RedKind::Sum, 262144, false);
   c.algo = "auto";
   checkRest(c, 65536);
+  c.expectHealthy();
+}
+
+TEST_P(DeviceProxyEmulation, DeterministicReductionsGiveTheRankOrderTree) {
+  // Deterministic mode's rank tree talks to every peer (channel 0 only when peers are proxied):
+  // order-sensitive float inputs must come out as the rank-order tree, bit for bit.
+  const Layout& l = GetParam();
+  ProxyCluster c(l.n, l.placement, 2, 1024);
+  ASSERT_TRUE(c.ok());
+  c.deterministic = true;
+  const int n = l.n;
+  for (strataDataType_t t : {strataFloat32, strataBfloat16}) {
+    for (size_t count : {size_t(7), size_t(3000), size_t(70000)}) {
+      std::vector<Buf> in(n);
+      for (int r = 0; r < n; ++r) in[r] = orderSensitiveInput(t, r, count);
+      auto out = runColl(c, CollType::AllReduce, t, RedKind::Sum, count, 0, in, count, count == 3000);
+      const Buf want = rankOrderTreeSum(t, in, 0, count);
+      for (int r = 0; r < n; ++r)
+        EXPECT_EQ(bitMismatches(t, out[r].data(), want.data(), count), 0u)
+            << "all-reduce rank " << r << " " << kernels::dtypeName(t) << " count " << count;
+      out = runColl(c, CollType::Reduce, t, RedKind::Sum, count, n - 1, in, count);
+      EXPECT_EQ(bitMismatches(t, out[n - 1].data(), want.data(), count), 0u)
+          << "reduce " << kernels::dtypeName(t) << " count " << count;
+    }
+    const size_t block = 2001;
+    std::vector<Buf> in(n);
+    for (int r = 0; r < n; ++r) in[r] = orderSensitiveInput(t, r, block * n);
+    auto out = runColl(c, CollType::ReduceScatter, t, RedKind::Sum, block, 0, in, block);
+    for (int r = 0; r < n; ++r) {
+      const Buf want = rankOrderTreeSum(t, in, block * r, block);
+      EXPECT_EQ(bitMismatches(t, out[r].data(), want.data(), block), 0u) << "reduce-scatter rank " << r;
+    }
+  }
   c.expectHealthy();
 }
 

@@ -10,8 +10,12 @@
 //   slots and sums as above (same schedule as Linear's Reduce).
 // Broadcast: the root sends its Input to every rank in one step (same as Linear's Broadcast).
 //
-// Also home of reduceTree(), shared with Direct and Linear.
+// Also home of reduceTree(), shared with Direct and Linear; its association is rank_tree.h's, the one
+// the device kernels of deterministic mode use too.
+#include <algorithm>
+
 #include "collectives/algorithms/algorithms.h"
+#include "kernels/device/rank_tree.h"
 
 namespace strata::algo {
 
@@ -23,14 +27,34 @@ void reduceTree(Schedule* s, const std::vector<Slice>& loc, size_t len, size_t s
     s->copy(loc[0], dst, len);
     return;
   }
-  std::vector<Slice> cur = loc;
-  for (int st = 1; st < n; st *= 2) {
-    s->beginStep();
-    for (int i = 0; i + st < n; i += 2 * st) {
-      const Slice d = 2 * st >= n ? dst : scr(slotBase + i * slotStride);
-      s->reduce(cur[i], cur[i + st], d, len);
-      cur[i] = d;
-    }
+  // The association is rankTreeFold's (kernels/device/rank_tree.h, shared with the device
+  // kernels), evaluated here on slices: each partial sum goes to the scratch slot of its lowest
+  // rank, and the combines are emitted one step per tree level (a level's combines are
+  // independent), in rank order within a level; the root's writes dst.
+  struct Node {
+    Slice at;
+    int low, level;
+  };
+  struct Combine {
+    Slice a, b;
+    int low, level;
+  };
+  std::vector<Combine> combines;
+  dev::rankTreeFold<Node>(
+      n, [&](int k) { return Node{loc[static_cast<size_t>(k)], k, 0}; },
+      [&](const Node& lo, const Node& hi) {
+        const int level = std::max(lo.level, hi.level) + 1;
+        combines.push_back(Combine{lo.at, hi.at, lo.low, level});
+        return Node{scr(slotBase + static_cast<size_t>(lo.low) * slotStride), lo.low, level};
+      });
+  std::stable_sort(combines.begin(), combines.end(), [](const Combine& x, const Combine& y) {
+    return x.level != y.level ? x.level < y.level : x.low < y.low;
+  });
+  int level = 0;
+  for (const Combine& c : combines) {
+    if (c.level != level) s->beginStep(), level = c.level;
+    const bool last = &c == &combines.back();  // the root: the only combine of the top level
+    s->reduce(c.a, c.b, last ? dst : scr(slotBase + static_cast<size_t>(c.low) * slotStride), len);
   }
 }
 

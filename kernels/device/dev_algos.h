@@ -2,9 +2,10 @@
 // (each channel owns a contiguous part of the data) or, for send/recv, one block per entry:
 // ring all-reduce (reduce-scatter then all-gather, the last reduction fused with the first
 // forward), binary-tree all-reduce (reduce up, broadcast down; channel c rooted at rank c),
-// ring reduce-scatter and all-gather, chain broadcast and reduce, and send/recv/copy entries
-// (all-to-all, gather and scatter are built from those by the planner). The same code runs in
-// the CUDA kernel and, with one host thread per block, in the emulation tests.
+// ring reduce-scatter and all-gather, chain broadcast and reduce, send/recv/copy entries
+// (all-to-all, gather and scatter are built from those by the planner), and deterministic mode's
+// rank-tree all-reduce, reduce-scatter and reduce. The same code runs in the CUDA kernel and,
+// with one host thread per block, in the emulation tests.
 #pragma once
 
 #include <cstdint>
@@ -50,11 +51,12 @@ class Algorithms {
   /// Runs this block's share; false if aborted.
   STRATA_HD bool run() {
     switch (w_.coll) {
-      case Coll::AllReduce: return w_.algo == Algo::Tree ? treeAllReduce() : ringAllReduce();
-      case Coll::ReduceScatter: return ringReduceScatter();
+      case Coll::AllReduce:
+        return w_.algo == Algo::RankTree ? rankTreeOwned() : w_.algo == Algo::Tree ? treeAllReduce() : ringAllReduce();
+      case Coll::ReduceScatter: return w_.algo == Algo::RankTree ? rankTreeReduceScatter() : ringReduceScatter();
       case Coll::AllGather: return ringAllGather();
       case Coll::Broadcast: return chainBroadcast();
-      case Coll::Reduce: return chainReduce();
+      case Coll::Reduce: return w_.algo == Algo::RankTree ? rankTreeOwned() : chainReduce();
       case Coll::P2P: return p2p();
     }
     return true;
@@ -226,6 +228,74 @@ class Algorithms {
       const uint64_t e = off + b;
       const bool root = pos == n - 1;
       if (!step(prev, next, in(e), root ? out(e) : nullptr, len, ctx(true, root))) return false;
+    }
+    return true;
+  }
+
+  // Deterministic mode (Algo::RankTree): every element is the rank-order tree of rank_tree.h,
+  // whatever the channel, chunk or protocol, the same association the host algorithms of that
+  // mode use. Each pipeline chunk is split into n parts, part q owned by rank q: every rank sends
+  // its input of part q to rank q (n - 1 direct sends), and the owner combines the n contributions
+  // in one stepTree. All-reduce: the owner's stepTree also sends the result to every rank, which
+  // receives each other owner's part. Reduce: the owner's result goes to the root only.
+  // Reduce-scatter: part q is rank q's block, so the owner's output is the result.
+
+  /// Sends this rank's input of every other rank's part: at(q) is where part q starts, len(q) its length.
+  template <class At, class Len>
+  STRATA_HD bool sendParts(const At& at, const Len& len) {
+    const int n = w_.nranks, r = w_.rank;
+    for (int j = 1; j < n; ++j) {
+      const int q = mod(r + j, n);
+      if (!step(Peers::none(), Peers::one(q), in(at(q)), nullptr, len(q), ctx(true, false))) return false;
+    }
+    return true;
+  }
+
+  /// All-reduce and reduce: parts of `count` elements.
+  STRATA_HD bool rankTreeOwned() {
+    const int n = w_.nranks, r = w_.rank;
+    const bool all = w_.coll == Coll::AllReduce, root = w_.rank == w_.root;
+    const uint64_t unit = Prims<Exec>::unitElems(esize_);
+    uint64_t off, cnt;
+    channelPart(w_.count, block_, w_.nch, unit, &off, &cnt);
+    if (n == 1) return localCopy(in(off), out(off), cnt);
+    const uint64_t chunk = prims_.chunkElems(esize_);
+    for (uint64_t base = 0; base < cnt; base += uint64_t(n) * chunk) {
+      const uint64_t left = cnt - base;
+      uint64_t real = (left + n - 1) / n;
+      real = (real + unit - 1) / unit * unit;
+      if (real > chunk) real = chunk;
+      auto len = [&](int q) -> uint64_t {
+        const uint64_t s = uint64_t(q) * real;
+        return s >= left ? 0 : (left - s < real ? left - s : real);
+      };
+      auto at = [&](int q) { return off + base + uint64_t(q) * real; };
+      if (!sendParts(at, len)) return false;
+      char* mine = all || root ? out(at(r)) : nullptr;
+      const int to = all ? kAllPeers : root ? kNoPeer : w_.root;
+      if (!prims_.stepTree(in(at(r)), mine, to, len(r), esize_, ctx(true, true))) return false;
+      if (!all && !root) continue;
+      for (int j = 1; j < n; ++j) {  // every other owner's result
+        const int q = mod(r - j, n);
+        if (!step(Peers::one(q), Peers::none(), nullptr, out(at(q)), len(q), ctx(false, false))) return false;
+      }
+    }
+    return true;
+  }
+
+  /// Reduce-scatter: part q of each chunk is in rank q's block of the input.
+  STRATA_HD bool rankTreeReduceScatter() {
+    const int n = w_.nranks, r = w_.rank;
+    const uint64_t unit = Prims<Exec>::unitElems(esize_);
+    uint64_t off, cnt;
+    channelPart(w_.count, block_, w_.nch, unit, &off, &cnt);
+    if (n == 1) return localCopy(in(off), out(off), cnt);
+    const uint64_t chunk = prims_.chunkElems(esize_);
+    for (uint64_t b = 0; b < cnt; b += chunk) {
+      const uint64_t len = cnt - b < chunk ? cnt - b : chunk;
+      auto blk = [&](int q) { return uint64_t(q) * w_.count + off + b; };
+      if (!sendParts(blk, [&](int) { return len; })) return false;
+      if (!prims_.stepTree(in(blk(r)), out(off + b), kNoPeer, len, esize_, ctx(true, true))) return false;
     }
     return true;
   }

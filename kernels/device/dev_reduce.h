@@ -212,16 +212,16 @@ STRATA_HD STRATA_DEVICE_NOINLINE inline void reduceCopy(int tid, int nt, const S
   detail::dispatch(ctx, detail::ReduceCopyF{tid, nt, io, n, ctx});
 }
 
-/// LL pack helpers: the first operand (scaled if it is the local input), a further operand, the
-/// final result (divided for avg).
-STRATA_HD inline uint64_t packFirst(uint64_t v, const RedCtx& ctx) {
-  return ctx.scaleSrc0 ? detail::dispatch(ctx, detail::PackF{v, 0, 0, ctx}) : v;
+/// One 8-byte pack through packT (mode 0: first, 1: add, 2: last): the one out-of-line copy of the
+/// dtype x op switch for packs, shared by every caller below (inlined, each would be another copy).
+STRATA_HD STRATA_DEVICE_NOINLINE inline uint64_t packOp(uint64_t a, uint64_t b, int mode, const RedCtx& ctx) {
+  return detail::dispatch(ctx, detail::PackF{a, b, mode, ctx});
 }
-STRATA_HD STRATA_DEVICE_NOINLINE inline uint64_t packAdd(uint64_t a, uint64_t b, const RedCtx& ctx) {
-  return detail::dispatch(ctx, detail::PackF{a, b, 1, ctx});
-}
-STRATA_HD inline uint64_t packLast(uint64_t v, const RedCtx& ctx) {
-  return ctx.divide ? detail::dispatch(ctx, detail::PackF{v, 0, 2, ctx}) : v;
-}
+
+/// Pack helpers (the LL protocol, deterministic mode's tree step): the first operand (scaled if it
+/// is the local input), a further operand, the final result (divided for avg).
+STRATA_HD inline uint64_t packFirst(uint64_t v, const RedCtx& ctx) { return ctx.scaleSrc0 ? packOp(v, 0, 0, ctx) : v; }
+STRATA_HD inline uint64_t packAdd(uint64_t a, uint64_t b, const RedCtx& ctx) { return packOp(a, b, 1, ctx); }
+STRATA_HD inline uint64_t packLast(uint64_t v, const RedCtx& ctx) { return ctx.divide ? packOp(v, 0, 2, ctx) : v; }
 
 }  // namespace strata::dev

@@ -16,7 +16,8 @@ constexpr int kMaxP2POps = 512;    ///< send/recv/copy entries in one launch (pa
 constexpr uint32_t kErrAborted = 1;  ///< errorFlag value: a wait saw the abort flag
 
 enum class Proto : uint8_t { LL, Simple };
-enum class Algo : uint8_t { Ring, Tree };
+/// RankTree: deterministic mode's reductions (dev_algos.h), the rank-order tree of rank_tree.h.
+enum class Algo : uint8_t { Ring, Tree, RankTree };
 enum class Coll : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, P2P };
 
 /// One rank's view of one directed pair of connections with one peer on one channel.
