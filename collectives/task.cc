@@ -6,7 +6,9 @@
 
 #include <cstring>
 
+#include "collectives/call_digest.h"
 #include "collectives/comm.h"
+#include "collectives/op_ring.h"
 #include "transport/config.h"
 #include "transport/log.h"
 #include "transport/socket.h"
@@ -73,6 +75,8 @@ void Task::reset(Comm& comm) {
   transfers_.clear();
   step_ = 0;
   stepPosted_ = false;
+  tag_ = CallTag{};
+  ringOpen_ = false;
 }
 
 char* Task::resolve(const Slice& s) const {
@@ -111,6 +115,10 @@ Status Task::initCollective(Comm& comm, const CollCall& call) {
   const bool inPlaceA2A = call.coll == CollType::AllToAll && input_ && input_ == output_ && ext.in > 0;
   const Schedule& sched =
       comm.schedule(algo, CollArgs{call.coll, n, r, call.root, call.count, &comm.layout(), inPlaceA2A});
+  uint64_t seq = 0;
+  tag_ = collCallTag(call, comm.opRing().nextSeq());
+  ringIndex_ = comm.opRing().beginColl(tag_, static_cast<uint32_t>(algo), static_cast<uint32_t>(sched.steps.size()), &seq);
+  ringOpen_ = true;
 
   // Staging: pre-multiplied sums scale the input into scratch; an in-place all-to-all whose schedule
   // is not built in place (Schedule::inPlace: pairwise stages block by block itself) copies it.
@@ -165,6 +173,8 @@ Status Task::initCollective(Comm& comm, const CollCall& call) {
 
 Status Task::initP2P(Comm& comm, const std::vector<P2PCall>& calls) {
   reset(comm);
+  ringIndex_ = comm.opRing().beginP2P(calls.size(), 1);
+  ringOpen_ = true;
   dtype_ = strataUint8;
   esize_ = 1;
   steps_.push_back(Schedule::Step{0, 0});
@@ -243,6 +253,7 @@ void Task::beginStep() {
     Transfer& t = transfers_[i];
     t = Transfer{};
     t.bytes = op.count * esize_;
+    t.call = tag_;
     switch (op.code) {
       case OpCode::Copy:
       case OpCode::Reduce:
@@ -280,7 +291,16 @@ Status Task::progress(bool* progressed) {
     bool all = true;
     for (uint32_t i = 0; i < st.numOps; ++i) {
       if (transfers_[i].complete) continue;
-      STRATA_RETURN_IF_ERROR(comm_->conn(ops_[st.firstOp + i].peer)->progress(progressed));
+      Status cs = comm_->conn(ops_[st.firstOp + i].peer)->progress(progressed);
+      if (!cs.ok()) {
+        // A peer that already moved on to a later call is not the cause: a message of this
+        // collective from another call, if one waits somewhere, names it.
+        if (isCallMismatch(cs)) {
+          Status stray = strayCallMismatch();
+          if (!stray.ok()) return stray;
+        }
+        return cs;
+      }
       all = all && transfers_[i].complete;
     }
     if (!all) {
@@ -296,7 +316,31 @@ Status Task::progress(bool* progressed) {
     postDone_ = true;
     *progressed = true;
   }
+  if (ringOpen_) {
+    comm_->opRing().end(ringIndex_, /*failed=*/false);
+    ringOpen_ = false;
+  }
   return OkStatus();
+}
+
+void Task::noteWaiting() {
+  if (!ringOpen_ || step_ >= steps_.size() || !stepPosted_) return;
+  hang::Wait waits[OpRing::kMaxWaits];
+  uint32_t n = 0;
+  const Schedule::Step& st = steps_[step_];
+  for (uint32_t i = 0; i < st.numOps && n < OpRing::kMaxWaits; ++i) {
+    const ROp& op = ops_[st.firstOp + i];
+    if (!transfers_[i].complete && op.peer >= 0) waits[n++] = hang::Wait{op.peer, op.code == OpCode::Send};
+  }
+  comm_->opRing().noteWaiting(ringIndex_, static_cast<uint32_t>(step_ + 1), waits, n);
+}
+
+void Task::noteFailed(const Status& st) {
+  comm_->opRing().setError(st.message());
+  if (!ringOpen_) return;
+  noteWaiting();
+  comm_->opRing().end(ringIndex_, /*failed=*/true);
+  ringOpen_ = false;
 }
 
 void Task::addWaitSources(WaitSet* ws) {
@@ -313,6 +357,19 @@ Status Task::checkPeers() {
   for (uint32_t i = 0; i < st.numOps; ++i)
     if (!transfers_[i].complete && ops_[st.firstOp + i].peer >= 0)
       STRATA_RETURN_IF_ERROR(comm_->conn(ops_[st.firstOp + i].peer)->checkPeer());
+  return strayCallMismatch();
+}
+
+Status Task::strayCallMismatch() {
+  if (isP2P_) return OkStatus();
+  const CallFields mine = decodeCallTag(tag_);
+  for (int p = 0; p < comm_->nranks(); ++p) {
+    Connection* c = p == comm_->rank() ? nullptr : comm_->transports().made(p);
+    CallTag theirs;
+    if (!c || !c->peekCallTag(&theirs) || theirs == tag_) continue;
+    const CallFields f = decodeCallTag(theirs);
+    if (f.code != kCallSendRecv && f.seq == mine.seq) return callMismatch(p, theirs, comm_->rank(), tag_);
+  }
   return OkStatus();
 }
 
@@ -351,7 +408,9 @@ Status runTasks(std::vector<std::vector<Task*>>& lists, RunScratch& scratch) {
     if (!l.empty()) yieldAtOnce = yieldAtOnce || l[0]->comm()->oversubscribed();
   const double pureSpin = yieldAtOnce ? 0 : 20e-6;
   auto failList = [&](size_t li, const Status& st) {
-    Comm* c = lists[li][cur[li]]->comm();
+    Task* t = lists[li][cur[li]];
+    Comm* c = t->comm();
+    t->noteFailed(st);
     c->fail(st);
     if (first.ok()) first = st;
     cur[li] = lists[li].size();
@@ -399,6 +458,8 @@ Status runTasks(std::vector<std::vector<Task*>>& lists, RunScratch& scratch) {
     if (++idle == 16) {
       idleStart = net::nowSec();
       if (lastCheck == 0) lastCheck = idleStart;
+      for (size_t li = 0; li < lists.size(); ++li)  // the op rings' time sample (op_ring.h)
+        if (cur[li] < lists[li].size()) lists[li][cur[li]]->comm()->opRing().noteClock(static_cast<int64_t>(idleStart * 1e9));
     }
     if (idle & 15) {
       if (yieldAtOnce) sched_yield();
@@ -417,6 +478,7 @@ Status runTasks(std::vector<std::vector<Task*>>& lists, RunScratch& scratch) {
       for (size_t li = 0; li < lists.size(); ++li) {
         if (cur[li] >= lists[li].size()) continue;
         Task* t = lists[li][cur[li]];
+        t->noteWaiting();
         Status st = t->checkPeers();
         const double timeout = t->comm()->timeoutSec();
         if (st.ok() && now - idleStart > timeout)
@@ -443,6 +505,7 @@ Status runTasks(std::vector<std::vector<Task*>>& lists, RunScratch& scratch) {
       return p;
     });
   }
+  if (!first.ok()) dumpOpRings("failure", /*stderrWithoutDir=*/false);  // with STRATA_DUMP_DIR only
   return first;
 }
 

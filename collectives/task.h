@@ -49,10 +49,18 @@ class Task {
   Status progress(bool* progressed);
   bool done() const { return started_ && step_ >= steps_.size() && postDone_; }
   void addWaitSources(WaitSet* ws);
-  /// Liveness of the peers the current step waits on.
+  /// Liveness of the peers the current step waits on, and messages of this collective's number
+  /// that another call sent (a mismatch no receive of this call would see: e.g. other roots).
   Status checkPeers();
+  /// A message of this collective's number from another call, waiting unreceived on an open
+  /// connection: the mismatch named at its source (error path and slow path only).
+  Status strayCallMismatch();
   /// "AllReduce(ring) step 3/14, waiting on ranks 1, 2" for timeout messages.
   std::string describe() const;
+  /// The op ring (collectives/op_ring.h): the current step and the peers it waits on (slow path),
+  /// and the failure.
+  void noteWaiting();
+  void noteFailed(const Status& st);
   Comm* comm() const { return comm_; }
 
  private:
@@ -120,6 +128,9 @@ class Task {
   std::vector<Transfer> transfers_;
   size_t step_ = 0;
   bool stepPosted_ = false;
+  CallTag tag_;                ///< carried by every message (transport/call_tag.h)
+  uint32_t ringIndex_ = 0;     ///< this operation's record in the communicator's op ring
+  bool ringOpen_ = false;
 };
 
 /// Runs task lists to completion: each list's tasks in order (one list per communicator), all

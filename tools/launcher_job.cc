@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 
+#include "tools/launcher_dumps.h"
 #include "tools/launcher_proc.h"
 #include "tools/launcher_relay.h"
 
@@ -53,6 +54,10 @@ class Job {
   void onExit(Rank& r, int status);
   void onLauncherSignal(int sig);
   void terminateAll(Clock::time_point now);
+  /// Stops the ranks with `sig` (SIGTERM: SIGKILL after the grace), first asking them for their
+  /// op-ring dumps when the job collects them: the signal then goes once they are written.
+  void stopRanks(int sig, Clock::time_point now);
+  void sendStop(int sig, Clock::time_point now);
   void signalAll(int sig);
   void drain(Rank& r, bool close);
   std::string running() const;
@@ -66,7 +71,12 @@ class Job {
   int failureCode_ = -1;
   int interruptSig_ = 0;
   std::optional<Clock::time_point> timeoutAt_, killAt_;
+  bool dumpsRequested_ = false;
+  std::optional<Clock::time_point> stopAt_;  ///< the deferred stop signal goes then at the latest
+  int stopSig_ = SIGTERM;
 };
+
+constexpr double kDumpWaitSec = 2;  ///< how long ranks asked for dumps get to write them
 
 bool Job::start(Rank& r) {
   const std::string n = std::to_string(opt_.nranks);
@@ -74,6 +84,7 @@ bool Job::start(Rank& r) {
   spec.path = opt_.path;
   spec.argv = opt_.argv;
   spec.setEnv = {{"STRATA_WORLD_SIZE", n}, {"STRATA_LOCAL_SIZE", n}, {"STRATA_UNIQUE_ID", opt_.uniqueIdHex}};
+  if (opt_.dumps) spec.setEnv.push_back({"STRATA_DUMP_DIR", opt_.dumps->dir()});
   if (opt_.threads) {
     spec.setEnv.push_back({"STRATA_NTHREADS", n});
     spec.unsetEnv = {"STRATA_RANK", "STRATA_LOCAL_RANK"};
@@ -127,12 +138,13 @@ int Job::run() {
     }
     int waitMs = -1;
     const auto now = Clock::now();
-    for (const auto& at : {timeoutAt_, killAt_}) {
+    for (const auto& at : {timeoutAt_, killAt_, stopAt_}) {
       if (!at) continue;
       auto ms = std::chrono::ceil<std::chrono::milliseconds>(*at - now).count();
       ms = std::max<decltype(ms)>(0, std::min<decltype(ms)>(ms, 1 << 30));
       waitMs = waitMs < 0 ? static_cast<int>(ms) : std::min(waitMs, static_cast<int>(ms));
     }
+    if (stopAt_) waitMs = std::min(waitMs, 20);  // watch for the dumps to appear
     int n = poll(fds.data(), fds.size(), waitMs);
     if (n < 0 && errno != EINTR) {  // cannot watch the ranks any more: end them and wait
       say("poll failed: {}; killing the ranks", std::strerror(errno));
@@ -158,6 +170,10 @@ int Job::run() {
     if (n > 0 && (fds[0].revents & POLLIN)) handleSignals();
 
     const auto after = Clock::now();
+    if (stopAt_ && (after >= *stopAt_ || opt_.dumps->complete())) {
+      stopAt_.reset();
+      if (anyAlive()) sendStop(stopSig_, after);
+    }
     if (timeoutAt_ && after >= *timeoutAt_) {
       timeoutAt_.reset();
       if (stop_ != Stop::Failure && stop_ != Stop::Timeout && anyAlive()) {
@@ -228,17 +244,39 @@ void Job::onLauncherSignal(int sig) {
     say("received {}; forwarding it to the ranks (send it again to kill them)", signalName(sig));
     stop_ = Stop::Signal;
     interruptSig_ = sig;
-    signalAll(sig);
+    stopRanks(sig, Clock::now());
   } else {
     say("received {} while stopping; killing the ranks", signalName(sig));
     signalAll(SIGKILL);
     killAt_.reset();
+    stopAt_.reset();
   }
 }
 
 void Job::terminateAll(Clock::time_point now) {
-  signalAll(SIGTERM);
-  killAt_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.killGraceSec));
+  if (stopAt_) return;  // a stop is already on its way, once the dumps are written
+  stopRanks(SIGTERM, now);
+}
+
+void Job::stopRanks(int sig, Clock::time_point now) {
+  if (opt_.dumps && !dumpsRequested_) {
+    dumpsRequested_ = true;
+    std::vector<pid_t> groups;
+    for (const Rank& r : ranks_)
+      if (r.alive) groups.push_back(r.proc.pid);
+    if (opt_.dumps->request(groups) > 0) {
+      stopSig_ = sig;
+      stopAt_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kDumpWaitSec));
+      return;
+    }
+  }
+  sendStop(sig, now);
+}
+
+void Job::sendStop(int sig, Clock::time_point now) {
+  signalAll(sig);
+  if (sig == SIGTERM)
+    killAt_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.killGraceSec));
 }
 
 void Job::signalAll(int sig) {

@@ -10,6 +10,8 @@
 
 namespace strata::launcher {
 
+class DumpCollector;
+
 struct JobOptions {
   int nranks = 1;
   bool threads = false;      ///< one process with STRATA_NTHREADS = nranks
@@ -22,6 +24,9 @@ struct JobOptions {
   std::vector<int> cpus;     ///< non-empty: rank r is bound to cpus[r] (launcher_bind.h)
   /// Set: called for each rank process before it starts, to put it on its node (vcluster.h).
   std::function<void(int rank, RankSpec* spec)> placeRank;
+  /// Set: ranks get STRATA_DUMP_DIR=dumps->dir(), and are asked for their op-ring dumps before
+  /// the launcher stops them (launcher_dumps.h).
+  DumpCollector* dumps = nullptr;
 };
 
 /// The signals the launcher handles itself: blocked in every thread (call before starting any

@@ -10,7 +10,9 @@
 // life), starts N rank processes (or one process of N rank threads with --threads) with
 // STRATA_RANK / STRATA_WORLD_SIZE / STRATA_LOCAL_RANK / STRATA_LOCAL_SIZE / STRATA_UNIQUE_ID
 // (STRATA_NTHREADS with --threads), relays their output prefixed "[R] ", and ends the job when a
-// rank fails, on --timeout, or on SIGINT/SIGTERM (forwarded to the ranks).
+// rank fails, on --timeout, or on SIGINT/SIGTERM (forwarded to the ranks). Ranks still running
+// then are first asked for their op-ring dumps (SIGUSR1), and a failed job ends with the hang
+// report made from them (tools/launcher_dumps.h, collectives/hang_report.h).
 //
 // Exit codes: 0 all ranks exited 0; the first failing rank's code (128+signal if it was killed);
 // 124 timeout; 126/127 the program cannot be executed / was not found; 2 bad usage; 1 the job
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "tools/launcher_bind.h"
+#include "tools/launcher_dumps.h"
 #include "tools/launcher_job.h"
 #include "tools/launcher_proc.h"
 #include "tools/vcluster.h"
@@ -223,7 +226,21 @@ int launcherMain(int argc, char** argv) {
   opt.uniqueIdHex = strata::uniqueIdToHex(id);
   opt.cpus = strata::launcher::rankCpus(bind, nranks, threads);
   if (vc) opt.placeRank = [&vc](int rank, strata::launcher::RankSpec* spec) { vc->placeRank(rank, spec); };
-  return strata::launcher::runJob(opt, signalFd);
+  // Hang reports: ranks dump their op rings into the job's dump directory when an operation fails
+  // and when asked before being stopped; a failed job ends with the diagnosis.
+  strata::launcher::DumpCollector dumps;
+  std::string dumpErr;
+  if (dumps.init(strata::config().dumpDir, &dumpErr)) opt.dumps = &dumps;
+  else std::fprintf(stderr, "strata-run: warning: %s; no hang report\n", dumpErr.c_str());
+  const int rc = strata::launcher::runJob(opt, signalFd);
+  if (rc != 0 && opt.dumps) {
+    size_t n = 0;
+    const std::string report = dumps.diagnosis(&n);
+    if (!report.empty())
+      std::fprintf(stderr, "strata-run: hang report from %zu rank process dump%s%s:\n%s", n, n == 1 ? "" : "s",
+                   strata::config().dumpDir.empty() ? "" : (" in " + dumps.dir()).c_str(), report.c_str());
+  }
+  return rc;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // connection.h: the interface between executors and transports. A transport sets up one
 // Connection per peer; a Connection moves posted transfers in order, without blocking, whenever it
 // is progressed. Sends and receives to one peer match in posting order (FIFO per direction) and
-// must have equal byte counts (a mismatch is an error naming both sides).
+// must have equal byte counts and equal call tags (a mismatch is an error naming both sides).
 #pragma once
 
 #include <poll.h>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/host_reduce.h"
+#include "transport/call_tag.h"
 #include "transport/status.h"
 #include "transport/waiter.h"
 
@@ -30,6 +31,9 @@ struct Transfer {
   /// scratch). Transports that let the receiver read the sender's memory do so only for large
   /// transfers then: the reader's cached copies of small ones would make those writes slow.
   bool rewritten = false;
+  /// The call this message belongs to (transport/call_tag.h): a send carries it in its frame
+  /// header, a receive fails naming both calls when the arriving message carries another.
+  CallTag call;
   bool complete = false;
   // Transport bookkeeping.
   size_t posted = 0;      ///< bytes handed to the transport (sends) / consumed (receives)
@@ -73,6 +77,10 @@ class Connection {
   /// This rank failed: tell the peer why (best effort) and break the connection so that it stops
   /// waiting on us. Local connections report through the endpoint header instead.
   virtual void sendFailure(const std::string& reason) {}
+  /// Slow path of a wait: when no receive is posted, the call tag of the next message from the
+  /// peer if it has arrived (a message of the same collective number but another call is a
+  /// mismatch that no receive would ever see). False when unknown or not supported.
+  virtual bool peekCallTag(CallTag* tag) { return false; }
 };
 
 }  // namespace strata

@@ -37,6 +37,7 @@ class LazyConnection final : public Connection {
   Status checkPeer() override { return inner_ ? inner_->checkPeer() : failed_; }
   bool idle() const override { return inner_ ? inner_->idle() : queued_.empty(); }
   void sendFailure(const std::string& reason) override;
+  bool peekCallTag(CallTag* tag) override { return inner_ && inner_->peekCallTag(tag); }
 
  private:
   int peer_;

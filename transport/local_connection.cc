@@ -77,7 +77,8 @@ Status LocalConnection::progressSends(bool* progressed) {
       const size_t chunk = std::min<uint64_t>(slotBytes_, t->bytes - t->posted);
       SlotDesc& d = out_->desc[outHead_ % slots_];
       d.msgBytes = t->bytes;
-      d.chunkBytes = chunk;
+      d.call = t->call;
+      d.chunkBytes = static_cast<uint32_t>(chunk);
       const char* src = static_cast<const char*>(t->src) + t->posted;
       if (sendShared_) {
         d.ptr = sendOffset_ + t->posted;
@@ -89,11 +90,9 @@ Status LocalConnection::progressSends(bool* progressed) {
         d.mode = pointerMode_ ? kSlotPointer : kSlotCma;
       } else if (chunk <= kInlineBytes) {
         std::memcpy(d.inlineData, src, chunk);
-        d.ptr = 0;
         d.mode = kSlotInline;
       } else {
         kernels::copy(theirs_->slotData(myChannel_, outHead_), src, chunk);
-        d.ptr = 0;
         d.mode = kSlotData;
       }
       t->posted += chunk;
@@ -126,6 +125,7 @@ Status LocalConnection::progressRecvs(bool* progressed) {
       const SlotDesc& d = in_->desc[inTail_ % slots_];
       if (d.seq.load(std::memory_order_acquire) != inTail_ + 1) break;
       const size_t expect = std::min<uint64_t>(slotBytes_, t->bytes - t->posted);
+      if (d.call != t->call) return callMismatch(peer_, d.call, me_, t->call);
       if (d.msgBytes != t->bytes || d.chunkBytes != expect)
         return invalidUsage("message size mismatch: rank {} sent {} bytes, rank {} expects {} bytes", peer_,
                             d.msgBytes, me_, t->bytes);
@@ -222,6 +222,14 @@ bool probeCma(int pid, uint64_t remoteAddr, uint32_t expect) {
   iovec local{&got, sizeof(got)};
   iovec far{reinterpret_cast<void*>(remoteAddr), sizeof(got)};
   return process_vm_readv(pid, &local, 1, &far, 1, 0) == static_cast<ssize_t>(sizeof(got)) && got == expect;
+}
+
+bool LocalConnection::peekCallTag(CallTag* tag) {
+  if (!recvs_.empty()) return false;
+  const SlotDesc& d = in_->desc[inTail_ % slots_];
+  if (d.seq.load(std::memory_order_acquire) != inTail_ + 1) return false;
+  *tag = d.call;
+  return true;
 }
 
 Status LocalConnection::progress(bool* progressed) {

@@ -28,6 +28,7 @@ class LocalConnection final : public Connection {
   void addWaitSources(WaitSet* ws) override;
   Status checkPeer() override;
   bool idle() const override { return sends_.empty() && recvs_.empty(); }
+  bool peekCallTag(CallTag* tag) override;
 
  private:
   Status progressSends(bool* progressed);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "transport/call_tag.h"
 #include "transport/status.h"
 #include "transport/waiter.h"
 
@@ -32,13 +33,16 @@ constexpr size_t kInlineBytes = 24;
 struct alignas(64) SlotDesc {
   std::atomic<uint64_t> seq{0};
   uint64_t msgBytes;   ///< total bytes of the message this chunk belongs to (framing check)
-  uint64_t chunkBytes;
-  uint64_t ptr;        ///< pointer / CMA modes: the sender's address; shared mode: offset in the region
+  CallTag call;        ///< the sender's call (transport/call_tag.h), checked against the receive's
+  uint32_t chunkBytes; ///< at most the slot size (STRATA_LOCAL_SLOT_BYTES, below 4 GiB)
   uint32_t mode;       ///< SlotMode
-  int32_t fd;          ///< shared mode: the sender's fd of the region
   union {
     unsigned char inlineData[kInlineBytes];
-    uint64_t inode;    ///< shared mode: the region's inode (detects a reused fd number)
+    struct {
+      uint64_t ptr;    ///< pointer / CMA modes: the sender's address; shared mode: offset in the region
+      uint64_t inode;  ///< shared mode: the region's inode (detects a reused fd number)
+      int32_t fd;      ///< shared mode: the sender's fd of the region
+    };
   };
 };
 static_assert(sizeof(SlotDesc) == 64);
@@ -60,7 +64,7 @@ struct alignas(64) EndpointHeader {
   uint64_t slotBytes;
   uint64_t probeAddr;  ///< address of `magic` in the owner's address space (CMA probe)
   std::atomic<uint32_t> failed;  ///< set when this rank failed or aborted: peers stop waiting on it
-  char failReason[256];          ///< written before `failed` is set
+  char failReason[1024];         ///< written before `failed` is set (as long as tcp's FAIL notice)
   Doorbell bell;
 };
 

@@ -114,6 +114,7 @@ Status TcpConnection::progressRecv(SockState& s, bool* progressed) {
       if (h.magic != kChunkMagic || h.seq != s.nextRecvSeq)
         return fail(remoteError("framing error from rank {}: chunk header magic {:#x} seq {} (expected seq {})",
                                 peer_, h.magic, h.seq, s.nextRecvSeq));
+      if (h.call != t->call) return fail(callMismatch(peer_, h.call, me_, t->call));
       if (h.msgBytes != t->bytes || h.chunkBytes != expect)
         return fail(invalidUsage("message size mismatch: rank {} sent {} bytes, rank {} expects {} bytes", peer_,
                                  h.msgBytes, me_, t->bytes));
@@ -156,7 +157,7 @@ Status TcpConnection::progress(bool* progressed) {
     Transfer* t = nullptr;
     size_t off = 0;
     locate(sends_, nextAssign_, &t, &off);
-    s.sendHdr = Header{kChunkMagic, 0, nextAssign_, t->bytes, std::min(chunk_, t->bytes - off)};
+    s.sendHdr = Header{kChunkMagic, 0, nextAssign_, t->bytes, std::min(chunk_, t->bytes - off), t->call};
     s.sendData = static_cast<const char*>(t->src) + off;
     s.sendDone = 0;
     s.sendT = t;
@@ -183,15 +184,27 @@ void TcpConnection::sendFailure(const std::string& reason) {
     if (s.fd < 0) continue;
     if (!s.sending) {
       // Best effort, never blocking: the peer learns why before it sees the connection close.
-      Header h{kFailMagic, 0, 0, reason.size(), reason.size()};
+      Header h{kFailMagic, 0, 0, reason.size(), reason.size(), CallTag{}};
       iovec iov[2] = {{&h, sizeof(h)}, {const_cast<char*>(reason.data()), reason.size()}};
       msghdr m{};
       m.msg_iov = iov;
       m.msg_iovlen = 2;
       (void)::sendmsg(s.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    ::shutdown(s.fd, SHUT_RDWR);
+    ::shutdown(s.fd, SHUT_WR);  // not SHUT_RD: data that still arrives would make the kernel reset
+                                 // the connection, and the peer lose the notice
   }
+}
+
+bool TcpConnection::peekCallTag(CallTag* tag) {
+  if (!recvs_.empty() || !broken_.ok()) return false;
+  SockState& s = socks_[recvSeq_ % socks_.size()];  // the next chunk to arrive
+  if (s.haveHdr || s.recvDone || s.nextRecvSeq != recvSeq_) return false;
+  Header h;
+  if (::recv(s.fd, &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(h))) return false;
+  if (h.magic != kChunkMagic) return false;
+  *tag = h.call;
+  return true;
 }
 
 void TcpConnection::addWaitSources(WaitSet* ws) {

@@ -1,5 +1,5 @@
 // tcp_connection.h: a Connection to a peer over several TCP sockets. Messages are cut into framed
-// chunks (header: magic, sequence number, message size, chunk size); chunk g travels on socket
+// chunks (header: magic, sequence number, message size, chunk size, call tag); chunk g travels on socket
 // g % nsockets, so both sides agree on the placement and check every header. Receives land
 // directly in the destination; reductions go through a per-socket chunk buffer.
 #pragma once
@@ -27,6 +27,7 @@ class TcpConnection final : public Connection {
   Status checkPeer() override { return broken_; }
   bool idle() const override { return sends_.empty() && recvs_.empty(); }
   void sendFailure(const std::string& reason) override;
+  bool peekCallTag(CallTag* tag) override;
 
   struct Header {
     uint32_t magic;
@@ -34,6 +35,7 @@ class TcpConnection final : public Connection {
     uint64_t seq;
     uint64_t msgBytes;
     uint64_t chunkBytes;
+    CallTag call;  ///< the sender's call (transport/call_tag.h)
   };
 
  private:

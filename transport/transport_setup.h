@@ -38,6 +38,11 @@ class CommTransports {
   /// How many connections this rank has made (opened or opening).
   int connectionCount() const;
   PeerKind kind(int peer) const { return kind_[static_cast<size_t>(peer)]; }
+  /// The connection to `peer` if one was made already (open or opening), else null (never makes one).
+  Connection* made(int peer) const {
+    Connection* c = open_[static_cast<size_t>(peer)];
+    return c ? c : lazy_[static_cast<size_t>(peer)].get();
+  }
 
  private:
   friend Status setupTransports(Bootstrap& bs, const topology::CommLayout& layout, CommTransports* out,

@@ -386,6 +386,7 @@ Status IbConnection::consumeSlots(bool* moved) {
                   true);
     RecvOp& op = recvs_.begin()[recvCursor_];
     Transfer* t = op.t;
+    if (h.call != t->call) return fail(callMismatch(peer_, h.call, me_, t->call), true);
     if (h.msgBytes != t->bytes)
       return fail(invalidUsage("message size mismatch: rank {} sent {} bytes, rank {} expects {} bytes", peer_,
                                h.msgBytes, me_, t->bytes),
@@ -424,7 +425,7 @@ Status IbConnection::consumeSlots(bool* moved) {
       }
       ++recvCursor_;
     } else {
-      return fail(remoteError("ibverbs: framing error from rank {}: slot type {}", peer_, h.type), true);
+      return fail(remoteError("ibverbs: framing error from rank {}: slot type {}", peer_, static_cast<uint32_t>(h.type)), true);
     }
     arrivals_->consume();
     *moved = true;
@@ -511,6 +512,7 @@ Status IbConnection::pushSends(bool* moved) {
       SlotHeader h{};
       h.seq = seq;
       h.msgBytes = t->bytes;
+      h.call = t->call;
       size_t len = 0;
       if (op.rndv) {
         for (int r = 0; r < nrails_; ++r)

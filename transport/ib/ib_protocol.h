@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "transport/call_tag.h"
+
 namespace strata::ib {
 
 constexpr int kMaxRails = 4;
@@ -26,13 +28,14 @@ struct SlotHeader {
   enum Type : uint32_t { Data = 1, Rts = 2 };
   uint64_t seq;
   uint64_t msgBytes;
+  CallTag call;         ///< the sender's call (transport/call_tag.h)
   uint32_t chunkBytes;  ///< Data: payload bytes in this slot
-  uint32_t type;
+  uint32_t type : 4;
+  uint32_t rndvId : 28; ///< Rts: names the rendezvous in FIN (as the FIN immediate's 28-bit value)
   uint64_t addr;        ///< Rts: the sender's buffer
-  uint64_t rndvId;      ///< Rts: names the rendezvous in FIN
   uint32_t rkey[kMaxRails];  ///< Rts: the buffer's rkey on each rail
 };
-static_assert(sizeof(SlotHeader) == 56);
+static_assert(sizeof(SlotHeader) == 64);
 constexpr size_t kSlotHeaderBytes = 64;
 
 /// 32-bit immediates: 4 bits of kind, 28 of value.

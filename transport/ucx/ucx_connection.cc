@@ -311,7 +311,7 @@ Status UcxConnection::postSends(bool* progressed) {
     if (!m.headPosted) {
       if (sendOps_.size() >= static_cast<size_t>(tune_.window)) return OkStatus();
       char* b = takeBuffer(headPool_, sizeof(Head) + tune_.inlineBytes);
-      Head h{kHeadMagic, 0, m.t->bytes};
+      Head h{kHeadMagic, 0, m.t->bytes, m.t->call};
       std::memcpy(b, &h, sizeof(h));
       if (inlined && m.t->bytes) std::memcpy(b + sizeof(h), m.t->src, m.t->bytes);
       ucp_request_param_t p{};
@@ -455,6 +455,7 @@ Status UcxConnection::finishRecv(Op& op, ucs_status_t st, size_t length) {
     if (st != UCS_OK)
       return fail(remoteError("UCX receive from rank {} failed: {} (peer exited or failed)", peer_,
                               ucs_status_string(st)));
+    if (h.call != t->call) return fail(callMismatch(peer_, h.call, me_, t->call));
     if (h.msgBytes != t->bytes)
       return fail(invalidUsage("message size mismatch: rank {} sent {} bytes, rank {} expects {} bytes", peer_,
                                h.msgBytes, me_, t->bytes));

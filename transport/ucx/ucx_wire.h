@@ -13,12 +13,14 @@
 #include <utility>
 #include <vector>
 
+#include "transport/call_tag.h"
+
 namespace strata::ucx {
 
 constexpr uint32_t kHelloMagic = 0x58435553;  // "SUCX"
 constexpr uint32_t kFailMagic = 0x4641494c;   // "FAIL": the peer failed; payload is its reason
 constexpr uint32_t kHeadMagic = 0x44414548;   // "HEAD"
-constexpr uint32_t kWireVersion = 2;
+constexpr uint32_t kWireVersion = 3;
 /// At most this many rails per connection (one UCX context and worker each; see ucx_context.h).
 constexpr int kMaxRails = 4;
 
@@ -55,6 +57,7 @@ struct Head {
   uint32_t magic;
   uint32_t pad;
   uint64_t msgBytes;
+  CallTag call;  ///< the sender's call (transport/call_tag.h)
 };
 
 constexpr int kTagRankBits = 20;
