@@ -1,0 +1,72 @@
+// compute_model.cc: per-layer compute time from FLOPs and memory traffic (see compute_model.h).
+#include "planner/compute_model.h"
+
+namespace strata::planner {
+
+double layerForwardFlops(const ModelSpec& m, double tokens, int tp, double* attnCore) {
+  const double h = m.hidden;
+  const double proj = 2 * tokens * m.attentionParams();
+  const double core = 4 * tokens * double(m.seq) * h * (m.flashAttention ? 0.5 : 1.0);  // flash skips masked blocks
+  const double mats = m.gatedMlp ? 3 : 2;
+  double mlp = 2 * tokens * mats * h * double(m.ffn) * (m.moe() ? m.topk : 1);
+  if (m.moe()) mlp += 2 * tokens * h * m.experts;  // router
+  if (attnCore) *attnCore = core / tp;
+  return (proj + core + mlp) / tp;
+}
+
+double layerForwardElementwiseBytes(const ModelSpec& m, const Layout& l, double tokens) {
+  const double h = m.hidden, t = l.tp;
+  const double seqSplit = l.sp ? t : 1.0;  // norms, residuals, dropout: split over tp with SP
+  double elems = (4 + 6 + (m.dropout ? 9 : 0)) * tokens * h / seqSplit;
+  const double act = (m.gatedMlp ? 3.0 : 2.0) * tokens * double(m.ffn) * (m.moe() ? m.topk : 1) / t;
+  const double kv = double(m.kvHeads) * m.headDim();
+  elems += act + 2 * tokens * (h + 2 * kv) / t;  // activation function; bias/rotary on q, k, v
+  if (!m.flashAttention)
+    elems += (4.0 + (m.dropout ? 2.0 : 0.0)) * tokens * double(m.seq) * (m.heads / t);  // scores: softmax, dropout
+  return elems * m.paramBytes;
+}
+
+PassCost layerCost(const ModelSpec& m, const Layout& l, const HardwareSpec& hw) {
+  const double tokens = double(l.mbs) * m.seq / l.cp;
+  double core = 0;
+  const double flops = layerForwardFlops(m, tokens, l.tp, &core);
+  const double rate = hw.peakFlops * hw.matmulEfficiency, bw = hw.hbmBytesPerSec * hw.hbmEfficiency;
+  const double elem = layerForwardElementwiseBytes(m, l, tokens) / bw;
+  const double scores = m.flashAttention ? 0 : (4.0 + (m.dropout ? 2.0 : 0.0)) * tokens * m.seq * (m.heads / l.tp) *
+                                                   m.paramBytes / bw;
+  PassCost c;
+  c.fwd = flops / rate + elem;
+  // Backward: input gradients (all GEMMs once, attention scores twice) and weight gradients
+  // (the weight GEMMs once); element-wise traffic twice the forward's.
+  c.bwdInput = (flops + core) / rate + 2 * elem;
+  c.bwdWeight = (flops - core) / rate;
+  if (l.recompute == Recompute::Full) c.bwdInput += c.fwd;
+  if (l.recompute == Recompute::Selective) c.bwdInput += core / rate + scores;
+  return c;
+}
+
+PassCost logitsCost(const ModelSpec& m, const Layout& l, const HardwareSpec& hw) {
+  const double tokens = double(l.mbs) * m.seq / l.cp;
+  const double flops = 2 * tokens * m.hidden * double(m.vocab) / l.tp;
+  const double rate = hw.peakFlops * hw.matmulEfficiency, bw = hw.hbmBytesPerSec * hw.hbmEfficiency;
+  const double softmax = 4.0 * 3 * tokens * double(m.vocab) / l.tp / bw;  // fp32 logits: read, write, grad
+  PassCost c;
+  c.fwd = flops / rate + softmax / 2;
+  c.bwdInput = flops / rate + softmax / 2;
+  c.bwdWeight = flops / rate;
+  return c;
+}
+
+double optimizerSeconds(double localParams, const Layout& l, const ModelSpec& m, const HardwareSpec& hw) {
+  // Adam: read gradient, master, two moments; write master, two moments, bf16 weights.
+  const double bytes = localParams * (m.gradBytes + 2.0 * m.optimizerBytes + m.paramBytes);
+  const double shard = l.zero >= 1 ? double(l.dp) * l.cp * l.ep : 1.0;
+  return bytes / shard / (hw.hbmBytesPerSec * hw.hbmEfficiency);
+}
+
+double modelFlopsPerStep(const ModelSpec& m) {
+  const double tokens = double(m.globalBatch) * m.seq;
+  return tokens * (6 * m.activeParamsPerToken() + 12.0 * m.layers * m.hidden * m.seq);
+}
+
+}  // namespace strata::planner

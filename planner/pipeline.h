@@ -1,0 +1,30 @@
+// pipeline.h: a pipeline schedule's step time by simulating it. The pass order of every stage is
+// the reference trainer's schedules as data (examples/trainer/schedule.h: gpipe, 1f1b,
+// interleaved, zb), linked, not copied; this file times them with the planner's per-chunk pass
+// costs and a point-to-point delay for every activation or gradient crossing between stages
+// (the trainer's own timeline takes transfers as free and costs as equal on every stage).
+#pragma once
+
+#include <vector>
+
+#include "planner/compute_model.h"
+#include "planner/layout.h"
+
+namespace strata::planner {
+
+struct PipelineResult {
+  double makespan = 0;  ///< seconds from the first forward to the last backward pass
+  double bubble = 0;    ///< idle share of all stages: 1 - busy / (stages * makespan)
+  int peakInFlight = 0; ///< most (microbatch, chunk) activations a stage holds at once (stage 0)
+};
+
+/// chunkCost[c] is the cost of chunk c (c = v * pp + stage: stage c % pp, its local chunk c / pp);
+/// `p2p` the seconds of one transfer between neighbouring stages.
+PipelineResult simulatePipeline(PipeSchedule sched, int pp, int vp, long microbatches,
+                                const std::vector<PassCost>& chunkCost, double p2p);
+
+/// The closed-form bubble for equal stages and free transfers (GPipe/1F1B (p-1)/(m+p-1),
+/// interleaved (p-1)/(v*m+p-1), ZB-H1 (p-1)/(3m+p-1) at F = B = W), for tests and reports.
+double formulaBubble(PipeSchedule sched, int pp, int vp, long microbatches);
+
+}  // namespace strata::planner

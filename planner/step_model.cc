@@ -1,0 +1,188 @@
+// step_model.cc: a layout's step time and memory (see step_model.h).
+#include "planner/step_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "schedule.h"  // examples/trainer: the schedules as data
+
+namespace strata::planner {
+
+static constexpr unsigned kTp = 1u << 0, kCp = 1u << 1, kEp = 1u << 2, kDp = 1u << 3, kPp = 1u << 4;
+
+int peakInFlight(const Layout& l, long microbatches) {
+  trainer::Config cfg;
+  cfg.pp = l.pp, cfg.virtualStages = l.vp, cfg.microbatches = int(microbatches);
+  cfg.schedule = scheduleName(l.schedule);
+  const bool split = trainer::splitBackward(cfg);
+  int held = 0, most = 0;
+  for (const trainer::Action& a : trainer::scheduleFor(cfg, 0)) {
+    if (a.op == trainer::Op::F) most = std::max(most, ++held);
+    else if (a.op == trainer::Op::W || !split) --held;
+  }
+  return most;
+}
+
+StepModel::StepModel(const ModelSpec& m, const HardwareSpec& hw, StepOptions opt)
+    : m_(m), hw_(hw), opt_(opt), coster_(hw) {}
+
+static std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / double(1 << 20)); }
+
+Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
+  Prediction p;
+  p.layout = l;
+  const long M = l.microbatches(m_);
+  const int inflight = peakInFlight(l, M);
+  p.memory = memoryPerGpu(m_, l, hw_, inflight);
+  if (p.memory.total() > hw_.memoryBytes) {
+    p.reject = fmt::format("needs {} (> {:.0f} GiB)", p.memory.describe(), hw_.memoryBytes / double(1ull << 30));
+    if (!evenIfOver) return p;
+  } else {
+    p.fits = true;
+  }
+  const ParallelSpec spec = l.spec();
+  const int ppn = hw_.gpusPerNode;
+  const double T = double(l.mbs) * m_.seq / l.cp;  // tokens per microbatch on one GPU
+  const double actBytes = T * m_.hidden * m_.paramBytes;
+  const PassCost layer = layerCost(m_, l, hw_);
+  const double rate = hw_.peakFlops * hw_.matmulEfficiency;
+  const int fwdSets = l.recompute == Recompute::Full ? 2 : 1;  // forward collectives run again
+  const int C = l.pp * l.vp;
+  const long passes = M * C / l.pp;  // (microbatch, chunk) passes per stage
+  const double layersPerStage = double(m_.layers) / l.pp;
+
+  // Per layer and microbatch: tensor, context and expert parallel communication (on the critical path).
+  PassCost perLayer = layer;
+  if (l.tp > 1) {
+    const GroupShape g = groupShape(spec, kTp, ppn);
+    DimComm d{"tp", "", g.key()};
+    double fwd, bwd;
+    if (l.sp) {
+      const CommTime ag = coster_.collective(g, CollType::AllGather, actBytes);
+      const CommTime rs = coster_.collective(g, CollType::ReduceScatter, actBytes);
+      fwd = 2 * (ag.seconds + rs.seconds), bwd = fwd;
+      d.algo = ag.algo, d.perCall = ag.seconds;
+      d.what = fmt::format("2 all-gathers ({}) + 2 reduce-scatters ({}) per layer and pass, {}", algoName(ag.algo),
+                           algoName(rs.algo), mib(actBytes));
+    } else {
+      const CommTime ar = coster_.collective(g, CollType::AllReduce, actBytes);
+      fwd = 2 * ar.seconds, bwd = fwd;
+      d.algo = ar.algo, d.perCall = ar.seconds;
+      d.what = fmt::format("2 all-reduces ({}) per layer and pass, {}", algoName(ar.algo), mib(actBytes));
+    }
+    perLayer.fwd += fwd;
+    perLayer.bwdInput += bwd + (fwdSets - 1) * fwd;
+    d.total = d.exposed = (fwd * fwdSets + bwd) * layersPerStage * double(M);
+    p.comms.push_back(d);
+  }
+  if (l.cp > 1) {
+    const GroupShape g = groupShape(spec, kCp, ppn);
+    const double kv = 2 * T * m_.kvHeads * m_.headDim() * m_.paramBytes / l.tp;
+    const double step = coster_.p2p(g, kv);
+    double core = 0;
+    layerForwardFlops(m_, T, l.tp, &core);
+    const double ringF = (l.cp - 1) * step, ringB = 2 * ringF;
+    const double expF = std::max(0.0, ringF - core / rate), expB = std::max(0.0, ringB - 2 * core / rate);
+    perLayer.fwd += expF;
+    perLayer.bwdInput += expB + (fwdSets - 1) * expF;
+    DimComm d{"cp", fmt::format("ring exchange of K,V: {} steps of {} per layer (overlapped with attention)", l.cp - 1,
+                                mib(kv)),
+              g.key()};
+    d.perCall = step;
+    d.total = (ringF * fwdSets + ringB) * layersPerStage * M;
+    d.exposed = (expF * fwdSets + expB) * layersPerStage * M;
+    p.comms.push_back(d);
+  }
+  if (l.ep > 1) {
+    const GroupShape g = groupShape(spec, kEp, ppn);
+    const double bytes = T * m_.topk * m_.hidden * m_.paramBytes;
+    const CommTime a2a = coster_.collective(g, CollType::AllToAll, bytes);
+    perLayer.fwd += 2 * a2a.seconds;
+    perLayer.bwdInput += 2 * a2a.seconds * fwdSets;
+    DimComm d{"ep", fmt::format("2 all-to-alls ({}) per layer and pass, {}", algoName(a2a.algo), mib(bytes)), g.key()};
+    d.algo = a2a.algo, d.perCall = a2a.seconds;
+    d.total = d.exposed = 2 * a2a.seconds * (fwdSets + 1) * layersPerStage * M;
+    p.comms.push_back(d);
+  }
+  const double layerParams = (m_.attentionParams() + m_.mlpParams() / (m_.moe() ? l.ep : 1)) / l.tp;
+  if (l.zero >= 3) {  // weights gathered before each layer's forward and backward (prefetched)
+    const GroupShape g = groupShape(spec, kDp | kCp | kEp, ppn);
+    const CommTime ag = coster_.collective(g, CollType::AllGather, layerParams * m_.paramBytes);
+    const CommTime rs = coster_.collective(g, CollType::ReduceScatter, layerParams * m_.gradBytes);
+    const double expF = std::max(0.0, ag.seconds - layer.fwd), expB = std::max(0.0, ag.seconds + rs.seconds - layer.bwd());
+    perLayer.fwd += expF;
+    perLayer.bwdInput += expB;
+    DimComm d{"dp", fmt::format("ZeRO-3: all-gather ({}) of {} per layer and pass, reduce-scatter of gradients",
+                                algoName(ag.algo), mib(layerParams * m_.paramBytes)),
+              g.key()};
+    d.algo = ag.algo, d.perCall = ag.seconds;
+    d.total = (2 * ag.seconds + rs.seconds) * layersPerStage * M;
+    d.exposed = (expF + expB) * layersPerStage * M;
+    p.comms.push_back(d);
+  }
+
+  // Chunk costs: layers spread over chunks (the remainder from chunk 1 on), logits on the last.
+  std::vector<PassCost> chunks(static_cast<size_t>(C));
+  const int base = m_.layers / C, extra = m_.layers % C;
+  const PassCost logits = logitsCost(m_, l, hw_);
+  for (int c = 0; c < C; ++c) {
+    const int n = base + (c >= 1 && c <= extra ? 1 : 0) + (extra == C ? 1 : 0);
+    PassCost& pc = chunks[size_t(c)];
+    pc.fwd = n * perLayer.fwd, pc.bwdInput = n * perLayer.bwdInput, pc.bwdWeight = n * perLayer.bwdWeight;
+    if (c == C - 1) pc.fwd += logits.fwd, pc.bwdInput += logits.bwdInput, pc.bwdWeight += logits.bwdWeight;
+  }
+  double ppHop = 0;
+  if (l.pp > 1) {
+    const GroupShape g = groupShape(spec, kPp, ppn);
+    const double bytes = actBytes / (l.sp ? l.tp : 1);
+    ppHop = coster_.p2p(g, bytes);
+    DimComm d{"pp", fmt::format("send/recv of {} per microbatch and chunk boundary", mib(bytes)), g.key()};
+    d.perCall = ppHop;
+    d.total = 2 * ppHop * double(passes);
+    p.comms.push_back(d);
+  }
+  p.pipe = simulatePipeline(l.schedule, l.pp, l.vp, M, chunks, ppHop);
+  if (l.pp > 1) p.comms.back().exposed = p.comms.back().total;  // blocking transfers (in the makespan)
+
+  // Data parallel: gradients reduced over dp x cp x ep (dense) and dp x cp (experts) after the
+  // last backward; with ZeRO 1/2 reduce-scattered and the updated weights all-gathered.
+  double dpExposed = 0;
+  const double localParams = p.memory.localParams;
+  if (l.dp * l.cp * l.ep > 1 && l.zero < 3) {
+    const GroupShape g = groupShape(spec, kDp | kCp | kEp, ppn);
+    const double gradBytes = localParams * m_.gradBytes;
+    double t;
+    DimComm d{"dp", "", g.key()};
+    if (l.zero == 0) {
+      const CommTime ar = coster_.collective(g, CollType::AllReduce, gradBytes);
+      t = ar.seconds, d.algo = ar.algo;
+      d.what = fmt::format("all-reduce ({}) of {} of gradients per step", algoName(ar.algo), mib(gradBytes));
+    } else {
+      const CommTime rs = coster_.collective(g, CollType::ReduceScatter, gradBytes);
+      const CommTime ag = coster_.collective(g, CollType::AllGather, localParams * m_.paramBytes);
+      t = rs.seconds + ag.seconds, d.algo = rs.algo;
+      d.what = fmt::format("reduce-scatter ({}) of {} of gradients + all-gather ({}) of {} of weights per step",
+                           algoName(rs.algo), mib(gradBytes), algoName(ag.algo), mib(localParams * m_.paramBytes));
+    }
+    d.perCall = t, d.total = t;
+    // Overlap: the reduction of each bucket starts when the last microbatch's backward produced it.
+    const double window = opt_.dpOverlap ? chunks[0].bwd() * l.vp : 0.0;
+    dpExposed = std::max(0.0, t - window);
+    d.exposed = dpExposed;
+    p.comms.push_back(d);
+  }
+  p.optimizer = optimizerSeconds(localParams, l, m_, hw_);
+  p.step = p.pipe.makespan + dpExposed + p.optimizer;
+  // Compute alone (tensor, context and expert communication excluded), per GPU of the busiest stage.
+  p.computePerStep = double(M) / l.pp * (m_.layers * (layer.fwd + layer.bwd()) + logits.fwd + logits.bwd());
+  const double tokens = double(m_.globalBatch) * m_.seq;
+  p.tokensPerSec = tokens / p.step;
+  const double flops = modelFlopsPerStep(m_);
+  p.tflopsPerGpu = flops / p.step / l.world() / 1e12;
+  p.mfu = p.tflopsPerGpu * 1e12 / hw_.peakFlops;
+  return p;
+}
+
+}  // namespace strata::planner

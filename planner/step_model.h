@@ -1,0 +1,62 @@
+// step_model.h: one training step of one layout: compute per chunk (compute_model.h), the
+// communication of every parallel dimension through the runtime's tuner and cost model
+// (comm_cost.h), the pipeline schedule simulated (pipeline.h), data-parallel gradient reduction
+// with or without overlap, the optimizer step, and memory per GPU (memory_model.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "planner/comm_cost.h"
+#include "planner/layout.h"
+#include "planner/memory_model.h"
+#include "planner/pipeline.h"
+
+namespace strata::planner {
+
+struct StepOptions {
+  bool dpOverlap = true;  ///< gradient reduction overlaps the last microbatch's backward
+  bool tpOverlap = false; ///< tensor-parallel collectives hidden behind GEMMs (not modelled: off)
+};
+
+/// What one parallel dimension's communication costs per step on one GPU.
+struct DimComm {
+  std::string dim;       ///< "tp", "cp", "ep", "pp", "dp"
+  std::string what;      ///< "2x all-gather + 2x reduce-scatter per layer, 16.0 MiB"
+  std::string group;     ///< the group's shape key
+  Algo algo = Algo::Auto;
+  double perCall = 0;    ///< seconds of one call
+  double total = 0;      ///< seconds per step, all calls
+  double exposed = 0;    ///< seconds per step not hidden behind compute
+};
+
+struct Prediction {
+  Layout layout;
+  bool fits = false;
+  std::string reject;        ///< why it does not fit
+  MemoryBreakdown memory;
+  PipelineResult pipe;
+  double step = 0, computePerStep = 0, optimizer = 0;
+  double tokensPerSec = 0, mfu = 0, tflopsPerGpu = 0;
+  std::vector<DimComm> comms;
+};
+
+class StepModel {
+ public:
+  StepModel(const ModelSpec& m, const HardwareSpec& hw, StepOptions opt = {});
+  /// Predicts one layout; when it does not fit in memory only `memory` and `reject` are filled,
+  /// unless `evenIfOver` (validation of runs whose memory the model overestimates).
+  Prediction predict(const Layout& l, bool evenIfOver = false);
+  CommCoster& coster() { return coster_; }
+
+ private:
+  ModelSpec m_;
+  HardwareSpec hw_;
+  StepOptions opt_;
+  CommCoster coster_;
+};
+
+/// The most (microbatch, chunk) activations stage 0 holds at once under the schedule.
+int peakInFlight(const Layout& l, long microbatches);
+
+}  // namespace strata::planner

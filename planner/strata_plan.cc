@@ -1,0 +1,84 @@
+// strata_plan.cc: strata-plan, the parallel-layout planner's command line (docs/PLANNER.md).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "planner/plan.h"
+#include "planner/validation.h"
+
+using namespace strata::planner;
+
+int main(int argc, char** argv) {
+  CLI::App app{"strata-plan: choose the parallel layout of a training job for a cluster (docs/PLANNER.md)"};
+  std::string clusterFile, modelFile, flagsOut, rankfile, onlyLayout, validateFile, root = ".";
+  int top = 15, nodes = 0;
+  double eff = 0, hbmEff = 0;
+  bool noDpOverlap = false, quick = false;
+  SearchSpace space;
+  app.add_option("--cluster", clusterFile, "cluster (topology) file, e.g. topology/files/dgx_h100_2048n.json");
+  app.add_option("--model", modelFile, "model file, e.g. planner/models/llama3_70b.json");
+  app.add_option("--nodes", nodes, "use this many nodes of the cluster file's first node type");
+  app.add_option("--validate", validateFile, "predict the published runs of a validation file and print the table");
+  app.add_option("--root", root, "with --validate: directory the cluster paths are relative to (default .)");
+  app.add_option("--top", top, "rows of the ranking to print");
+  app.add_option("--efficiency", eff, "GEMM efficiency (share of peak FLOP/s; default: the GPU table's)");
+  app.add_option("--hbm-efficiency", hbmEff, "share of peak memory bandwidth element-wise kernels reach (default 0.8)");
+  app.add_flag("--no-dp-overlap", noDpOverlap, "gradient reduction after the backward, not overlapped with it");
+  app.add_option("--zero", space.zeroStages, "ZeRO stages to consider (default 0 1 3)");
+  app.add_option("--mbs", space.mbsChoices, "microbatch sizes to consider (default 1 2 4 8)");
+  app.add_option("--max-tp", space.maxTp, "largest tensor-parallel size (default: GPUs per node)");
+  app.add_flag("--quick", quick, "only 1f1b and interleaved schedules");
+  app.add_option("--flags-out", flagsOut, "write the chosen layout's strata-train flags to this file");
+  app.add_option("--rankfile", rankfile, "write 'rank node local tp cp ep dp pp' for every rank to this file");
+  app.add_option("--layout", onlyLayout, "only predict layouts whose description contains this text (e.g. 'tp8 cp1 ep1 dp64 pp16')");
+  CLI11_PARSE(app, argc, argv);
+  space.allSchedules = !quick;
+  if (!validateFile.empty()) {
+    std::vector<ValidationRow> rows;
+    strata::Status st = loadValidationFile(validateFile, root, &rows);
+    if (!st.ok()) {
+      fmt::print(stderr, "strata-plan: {}\n", st.message());
+      return 1;
+    }
+    runValidation(&rows);
+    fmt::print("{}", validationTable(rows));
+    return 0;
+  }
+  if (clusterFile.empty() || modelFile.empty()) {
+    fmt::print(stderr, "strata-plan: --cluster and --model are required (or --validate FILE)\n");
+    return 2;
+  }
+
+  HardwareSpec hw;
+  ModelSpec model;
+  strata::Status st = loadClusterFile(clusterFile, &hw);
+  if (st.ok()) st = loadModelFile(modelFile, &model);
+  if (!st.ok()) {
+    fmt::print(stderr, "strata-plan: {}\n", st.message());
+    return 1;
+  }
+  if (nodes > 0) hw.nodes = nodes;
+  if (eff > 0) hw.matmulEfficiency = eff;
+  if (hbmEff > 0) hw.hbmEfficiency = hbmEff;
+  StepOptions opt;
+  opt.dpOverlap = !noDpOverlap;
+  PlanResult r;
+  if (onlyLayout.empty()) {
+    r = makePlan(model, hw, space, opt);
+  } else {
+    StepModel sm(model, hw, opt);
+    for (const Layout& l : enumerateLayouts(model, hw.gpus(), hw.gpusPerNode, space)) {
+      if (l.describe().find(onlyLayout) == std::string::npos) continue;
+      ++r.candidates;
+      Prediction p = sm.predict(l);
+      (p.fits ? r.ranked : r.rejected).push_back(std::move(p));
+    }
+    std::sort(r.ranked.begin(), r.ranked.end(), [](const Prediction& a, const Prediction& b) { return a.step < b.step; });
+  }
+  fmt::print("{}", planReport(r, model, hw, top));
+  if (r.ranked.empty()) return 1;
+  if (!flagsOut.empty()) std::ofstream(flagsOut) << trainerFlags(r.ranked[0], model) << "\n";
+  if (!rankfile.empty()) std::ofstream(rankfile) << rankTable(r.ranked[0].layout, hw.gpusPerNode);
+  return 0;
+}

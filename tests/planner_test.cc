@@ -1,0 +1,196 @@
+// planner_test.cc: strata-plan's models: memory against hand-computed cases, pipeline bubbles
+// against the closed forms, each parallel dimension's communication against the cost model, model
+// file errors, and a 16,384-GPU plan in seconds.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "collectives/cost_model.h"
+#include "planner/plan.h"
+
+using namespace strata;
+using namespace strata::planner;
+
+static ModelSpec gptSmall() {  // Korthikanti et al.'s setting: GeLU 4h, dropout, unfused attention
+  ModelSpec m;
+  m.layers = 4, m.hidden = 1024, m.heads = 16, m.kvHeads = 16, m.ffn = 4096, m.vocab = 51200, m.seq = 2048;
+  m.dropout = true, m.flashAttention = false, m.globalBatch = 64;
+  return m;
+}
+
+static HardwareSpec h100(int nodes) {
+  HardwareSpec hw;
+  EXPECT_TRUE(loadClusterFile(TOPO_FILES_DIR "/dgx_h100_8n.json", &hw).ok());
+  hw.nodes = nodes;
+  return hw;
+}
+
+TEST(PlannerMemory, ActivationsMatchKorthikanti) {
+  const ModelSpec m = gptSmall();
+  const double sbh = 2048.0 * 1 * 1024;
+  Layout l;  // tp1, no recomputation: sbh (34 + 5 a s / h)
+  EXPECT_DOUBLE_EQ(layerActivationBytes(m, l), sbh * (34 + 5.0 * 16 * 2048 / 1024));
+  l.tp = 8, l.sp = false;  // tensor parallel without SP: sbh (10 + 24/t + 5 a s / (h t))
+  EXPECT_DOUBLE_EQ(layerActivationBytes(m, l), sbh * (10 + 24.0 / 8 + 5.0 * 16 * 2048 / (1024 * 8)));
+  l.sp = true;  // with SP: sbh (34/t + 5as/(ht))
+  EXPECT_DOUBLE_EQ(layerActivationBytes(m, l), sbh * (34.0 / 8 + 5.0 * 16 * 2048 / (1024 * 8)));
+  l.recompute = Recompute::Selective;  // selective: the attention scores go
+  EXPECT_DOUBLE_EQ(layerActivationBytes(m, l), sbh * 34.0 / 8);
+  l.recompute = Recompute::Full;  // full: the layer input only
+  EXPECT_DOUBLE_EQ(layerActivationBytes(m, l), 2 * sbh / 8);
+}
+
+TEST(PlannerMemory, StatesByZeroStage) {
+  ModelSpec m = gptSmall();
+  const HardwareSpec hw = h100(1);
+  Layout l;
+  l.dp = 8, l.zero = 0;
+  const double P = m.totalParams();  // one stage holds everything (tied embeddings: no)
+  EXPECT_DOUBLE_EQ(stageParams(m, l, 0), P);
+  MemoryBreakdown b = memoryPerGpu(m, l, hw, 1);
+  EXPECT_DOUBLE_EQ(b.weights, 2 * P);
+  EXPECT_DOUBLE_EQ(b.grads, 4 * P);
+  EXPECT_DOUBLE_EQ(b.optimizer, 12 * P);
+  l.zero = 1;
+  b = memoryPerGpu(m, l, hw, 1);
+  EXPECT_DOUBLE_EQ(b.optimizer, 12 * P / 8);
+  EXPECT_DOUBLE_EQ(b.grads, 4 * P);
+  l.zero = 2;
+  EXPECT_DOUBLE_EQ(memoryPerGpu(m, l, hw, 1).grads, 4 * P / 8);
+  l.zero = 3;
+  b = memoryPerGpu(m, l, hw, 1);
+  const double layer = m.attentionParams() + m.mlpParams();
+  EXPECT_DOUBLE_EQ(b.weights, 2 * P / 8 + 2 * 2 * layer);
+  // Two stages: layers split, embedding on the first, output layer on the last.
+  l.pp = 2, l.dp = 4;
+  EXPECT_DOUBLE_EQ(stageParams(m, l, 0), 2 * layer + m.embeddingParams());
+  // Activations scale with microbatches in flight and layers per stage; reserve 5% + 2 GiB.
+  l.zero = 1;
+  b = memoryPerGpu(m, l, hw, 2);
+  EXPECT_DOUBLE_EQ(b.activations, 2 * 2 * layerActivationBytes(m, l));
+  EXPECT_DOUBLE_EQ(b.reserve, 0.05 * 80 * double(1ull << 30) + 2 * double(1ull << 30));
+}
+
+TEST(PlannerPipeline, BubblesMatchClosedForms) {
+  auto equal = [](int chunks) { return std::vector<PassCost>(size_t(chunks), PassCost{1, 1, 1}); };
+  for (int p : {2, 4, 8})
+    for (long m : {8L, 16L, 32L}) {
+      // gpipe and 1f1b: (p-1)/(m+p-1) with B = 2F (unsplit backward B + W).
+      for (PipeSchedule s : {PipeSchedule::GPipe, PipeSchedule::OneFOneB}) {
+        const PipelineResult r = simulatePipeline(s, p, 1, m, equal(p), 0);
+        EXPECT_NEAR(r.bubble, double(p - 1) / (m + p - 1), 1e-9) << scheduleName(s) << " p" << p << " m" << m;
+      }
+      const PipelineResult iv = simulatePipeline(PipeSchedule::Interleaved, p, 2, m, equal(2 * p), 0);
+      EXPECT_LE(iv.bubble, double(p - 1) / (2 * m + p - 1) + 0.02) << "interleaved p" << p << " m" << m;
+      const PipelineResult zb = simulatePipeline(PipeSchedule::ZeroBubble, p, 1, m, equal(p), 0);
+      EXPECT_NEAR(zb.bubble, double(p - 1) / (3 * m + p - 1), 1e-9) << "zb p" << p << " m" << m;
+      EXPECT_EQ(simulatePipeline(PipeSchedule::OneFOneB, p, 1, m, equal(p), 0).peakInFlight, p);
+      EXPECT_EQ(simulatePipeline(PipeSchedule::GPipe, p, 1, m, equal(p), 0).peakInFlight, m);
+    }
+  // Transfers lengthen the pipeline: at least the fill and drain's 2 (p - 1) boundaries, at most
+  // those plus two per microbatch in the steady state.
+  const PipelineResult a = simulatePipeline(PipeSchedule::OneFOneB, 4, 1, 8, equal(4), 0);
+  const PipelineResult b = simulatePipeline(PipeSchedule::OneFOneB, 4, 1, 8, equal(4), 0.1);
+  EXPECT_GE(b.makespan - a.makespan, 2 * 3 * 0.1 - 1e-9);
+  EXPECT_LE(b.makespan - a.makespan, (2 * 3 + 2 * 8) * 0.1 + 1e-9);
+}
+
+TEST(PlannerComm, TensorParallelInsideNodeIsTheCostModels) {
+  const HardwareSpec hw = h100(4);
+  Layout l;
+  l.tp = 8, l.dp = 4;
+  const GroupShape g = groupShape(l.spec(), 1u << 0, 8);
+  EXPECT_EQ(g.nodes, 1);
+  EXPECT_EQ(g.locals.size(), 8u);
+  CommCoster c(hw);
+  const double bytes = 64 << 20;
+  const CommTime t = c.collective(g, CollType::AllReduce, bytes);
+  const topology::CommLayout lay = shapeLayout(g, 1, hw);
+  const CostModel model(lay, c.costs());
+  const double direct = model.predict(t.algo, CollType::AllReduce, size_t(bytes / 2), 2);
+  EXPECT_NEAR(t.seconds, direct, 0.02 * direct);
+  // Ring over NVLink: about 2 (n-1)/n bytes / bandwidth.
+  EXPECT_NEAR(t.seconds, 2 * 7.0 / 8 * bytes / 360e9, 0.15 * t.seconds);
+  EXPECT_GT(c.collective(g, CollType::AllReduce, 2 * bytes).seconds, 1.8 * t.seconds);
+}
+
+TEST(PlannerComm, DataParallelAcrossNodesAndExtrapolation) {
+  const HardwareSpec hw = h100(256);
+  CommCoster c(hw);
+  Layout l;
+  l.tp = 8, l.dp = 32;  // dp: one GPU per node, 32 nodes, all on rail 0
+  GroupShape g = groupShape(l.spec(), 1u << 3, 8);
+  EXPECT_EQ(g.nodes, 32);
+  EXPECT_EQ(g.locals, std::vector<int>{0});
+  const double bytes = 256 << 20;
+  const CommTime t = c.collective(g, CollType::ReduceScatter, bytes);
+  const topology::CommLayout lay32 = shapeLayout(g, 32, hw);  // the model keeps a reference
+  const CostModel model(lay32, c.costs());
+  const double direct = model.predict(t.algo, CollType::ReduceScatter, size_t(bytes / 2 / 32), 2);
+  EXPECT_NEAR(t.seconds, direct, 0.03 * direct);
+  // 256 nodes: beyond the simulated sizes the fit is extrapolated; compare with a direct run.
+  l.dp = 256;
+  g = groupShape(l.spec(), 1u << 3, 8);
+  const CommTime big = c.collective(g, CollType::ReduceScatter, bytes);
+  const topology::CommLayout lay256 = shapeLayout(g, 256, hw);
+  const CostModel bigModel(lay256, c.costs());
+  const double bigDirect = bigModel.predict(big.algo, CollType::ReduceScatter, size_t(bytes / 2 / 256), 2);
+  EXPECT_NEAR(big.seconds, bigDirect, 0.10 * bigDirect) << algoName(big.algo);
+  // Point to point between pipeline stages on different nodes: one rail message.
+  l.tp = 8, l.dp = 1, l.pp = 32;
+  const GroupShape pp = groupShape(l.spec(), 1u << 4, 8);
+  EXPECT_NEAR(c.p2p(pp, 1e6), 4e-6 + 1e6 / 50e9, 1e-9);
+}
+
+TEST(PlannerStep, EveryDimensionCosted) {
+  ModelSpec m;
+  m.layers = 8, m.hidden = 4096, m.heads = 32, m.kvHeads = 8, m.ffn = 14336, m.vocab = 32000, m.seq = 8192;
+  m.gatedMlp = true, m.experts = 8, m.topk = 2, m.globalBatch = 64;
+  StepModel sm(m, h100(4));
+  Layout l;
+  l.tp = 2, l.cp = 2, l.ep = 2, l.pp = 2, l.dp = 2, l.zero = 1, l.recompute = Recompute::Full;
+  ASSERT_EQ(checkLayout(l, m, 32, 8), "");
+  const Prediction p = sm.predict(l, true);
+  std::set<std::string> dims;
+  for (const DimComm& d : p.comms) {
+    dims.insert(d.dim);
+    EXPECT_GT(d.total, 0) << d.dim;
+    EXPECT_LE(d.exposed, d.total + 1e-12) << d.dim;
+  }
+  EXPECT_EQ(dims, (std::set<std::string>{"tp", "cp", "ep", "pp", "dp"}));
+  EXPECT_GT(p.step, p.computePerStep);
+}
+
+TEST(PlannerFiles, ModelFileErrorsNameTheField) {
+  ModelSpec m;
+  Status st = parseModelJson(R"({"version": 1, "layers": 2, "hidden": 64, "heads": 5, "ffn": 256, "vocab": 100,
+                                 "seq": 16, "global_batch": 8})", "m.json", &m);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("m.json: heads"), std::string::npos) << st.message();
+  st = parseModelJson(R"({"version": 1, "layers": 2, "hidden": 64, "heads": 4, "ffn": 256, "vocab": 100,
+                          "seq": 16, "global_batch": 8, "recompte": "full"})", "m.json", &m);
+  EXPECT_NE(st.message().find("unknown key \"recompte\""), std::string::npos) << st.message();
+  st = parseModelJson(R"({"version": 1, "layers": 2, "hidden": 64, "heads": 4, "ffn": 256, "seq": 16, "global_batch": 8})",
+                      "m.json", &m);
+  EXPECT_NE(st.message().find("missing \"vocab\""), std::string::npos) << st.message();
+  for (const char* f : {"gpt3_175b", "llama3_8b", "llama3_70b", "llama3_405b", "mixtral_8x7b"})
+    EXPECT_TRUE(loadModelFile(std::string(PLANNER_MODELS_DIR) + "/" + f + ".json", &m).ok()) << f;
+  EXPECT_NEAR(m.totalParams() / 1e9, 46.7, 0.5);  // Mixtral-like 8x7B: ~46.7B parameters
+}
+
+TEST(PlannerPlan, SixteenThousandGpusInSeconds) {
+  HardwareSpec hw;
+  ASSERT_TRUE(loadClusterFile(TOPO_FILES_DIR "/dgx_h100_2048n.json", &hw).ok());
+  ASSERT_EQ(hw.gpus(), 16384);
+  ModelSpec m;
+  ASSERT_TRUE(loadModelFile(std::string(PLANNER_MODELS_DIR) + "/llama3_405b.json", &m).ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  const PlanResult r = makePlan(m, hw, SearchSpace{}, StepOptions{});
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 30.0);
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_GT(r.ranked[0].mfu, 0.2);
+  EXPECT_LT(r.ranked[0].mfu, 0.8);
+  for (size_t i = 1; i < r.ranked.size(); ++i) EXPECT_LE(r.ranked[i - 1].step, r.ranked[i].step);
+  std::printf("16,384-GPU plan: %d layouts in %.2f s, winner %s\n", r.candidates, s, r.ranked[0].layout.describe().c_str());
+}
