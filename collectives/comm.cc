@@ -1,7 +1,6 @@
 // comm.cc: communicator creation (join, split), error state, abort and custom ops.
 #include "collectives/comm.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,9 +10,11 @@
 #include <thread>
 #include <unordered_set>
 
+#include "collectives/auto_bind.h"
 #include "collectives/job_topology.h"
 #include "collectives/tuner.h"
 #include "kernels/host_reduce.h"
+#include "topology/cpu_order.h"
 #include "topology/host_identity.h"
 #include "transport/config.h"
 #include "transport/log.h"
@@ -64,11 +65,7 @@ Status localRankInfo(int rank, int nranks, RankInfo* out) {
   info.processHash = topology::processHash();
   std::string h = topology::hostName();
   std::strncpy(info.hostname, h.c_str(), sizeof(info.hostname) - 1);
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) info.cpuMask[0] = 1;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &cpus)) info.cpuMask[(c / 64) % 4] |= uint64_t(1) << (c % 64);
+  topology::callerCpuMask(info.cpuMask);
   STRATA_RETURN_IF_ERROR(fillNodeIdentity(rank, nranks, &info));
   *out = info;
   return OkStatus();
@@ -128,6 +125,7 @@ Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg) {
   costModel_ = std::make_unique<CostModel>(layout_, jobLinkCosts(infos));
   allLocal_ = config().transport != "tcp" && layout_.nnodes() == 1;
   oversubscribed_ = ranksOutnumberCpus(infos, rank_);
+  autoBindCallingThread(infos, rank_);
   int askedDeterministic = 0;
   for (const RankInfo& i : infos) askedDeterministic += (i.commFlags & RankInfo::kCommDeterministic) != 0;
   deterministic_ = askedDeterministic > 0;
@@ -141,6 +139,7 @@ Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg) {
     log::info("communicator{}: {} ranks on {}", name_.empty() ? "" : " " + name_, nranks_, layout_.describe());
   Status st = setupTransports(*bootstrap_, layout_, &transports_);
   if (!st.ok()) return Status(st.code(), fmt::format("rank {}: transport setup failed: {}", rank_, st.message()));
+  opRing_.attach(bootstrap_->commTag(), rank_, nranks_, name_);  // hang reports (op_ring.h)
   log::info("rank {} of {}: communicator ready{}", rank_, nranks_, name_.empty() ? "" : " (" + name_ + ")");
   return OkStatus();
 }

@@ -11,6 +11,7 @@
 
 #include "collectives/cost_model.h"
 #include "collectives/device_exec.h"
+#include "collectives/op_ring.h"
 #include "collectives/schedule.h"
 #include "topology/layout.h"
 #include "strata/strata.h"
@@ -95,6 +96,9 @@ class Comm : public strataComm {
   const Schedule& schedule(Algo algo, const CollArgs& args);
   static constexpr size_t kScheduleCacheSize = 64;
 
+  /// Recent operations, for hang reports (collectives/op_ring.h).
+  OpRing& opRing() { return opRing_; }
+
   /// The CUDA path's state (connections, flags, watchdog), made on the first device operation.
   std::unique_ptr<DeviceState, DeviceStateDeleter>& device() { return device_; }
 
@@ -139,6 +143,7 @@ class Comm : public strataComm {
   std::atomic<strataResult_t> asyncError_{strataSuccess};
   std::atomic<bool> aborted_{false};
   std::atomic<int> activeCalls_{0};
+  OpRing opRing_;
   std::unique_ptr<DeviceState, DeviceStateDeleter> device_;  ///< last: destroyed first (its watchdog uses the comm)
 };
 

@@ -2,8 +2,10 @@
 // paths): `strata-run -n N -- strata_check_worker` must report every check passed on every rank.
 #include <gtest/gtest.h>
 
+#include "support/free_port.h"
 #include "support/subprocess.h"
 
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,6 +66,50 @@ TEST(ProcessEnv, TorchrunStyleVariablesWork) {
   RunResult r = run("timeout 120 bash -c '" + cmd + "'");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(countPassedRanks(r.out), 2) << r.out;
+}
+
+// Unbound ranks (torchrun-style, no CPU binding) bind their thread to a CPU each at init when they
+// fit the CPUs (collectives/auto_bind.h); STRATA_AUTO_BIND=0 leaves them as they were started.
+std::string cpusOf(const std::string& out, int rank) {
+  const std::string key = "rank " + std::to_string(rank) + " cpus=";
+  const size_t at = out.find(key);
+  if (at == std::string::npos) return "";
+  return out.substr(at + key.size(), out.find('\n', at) - at - key.size());
+}
+
+RunResult runUnboundPair(const std::string& extraEnv) {
+  std::string port = std::to_string(strata::testing::freePort());
+  std::string common = "env -u STRATA_UNIQUE_ID " + extraEnv + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " ";
+  std::string cmd = common + "RANK=1 " WORKER_BIN " --quick --cpus & p=$!; " + common + "RANK=0 " WORKER_BIN
+                    " --quick --cpus; b=$?; wait $p; a=$?; exit $((a | b))";
+  return run("timeout 120 bash -c '" + cmd + "' 2>&1");
+}
+
+int allowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+TEST(ProcessEnv, UnboundRanksBindTheirThreadToACpuEach) {
+  if (allowedCpus() < 2) GTEST_SKIP() << "needs 2 CPUs, this process may use " << allowedCpus();
+  RunResult r = runUnboundPair("STRATA_LOG_LEVEL=info");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(countPassedRanks(r.out), 2) << r.out;
+  const std::string c0 = cpusOf(r.out, 0), c1 = cpusOf(r.out, 1);
+  EXPECT_FALSE(c0.empty() || c0.find(',') != std::string::npos) << "rank 0 not bound to one CPU: " << r.out;
+  EXPECT_FALSE(c1.empty() || c1.find(',') != std::string::npos) << "rank 1 not bound to one CPU: " << r.out;
+  EXPECT_NE(c0, c1) << r.out;
+  EXPECT_NE(r.out.find("STRATA_AUTO_BIND=0 leaves it unbound"), std::string::npos) << "no log line: " << r.out;
+}
+
+TEST(ProcessEnv, AutoBindOffLeavesUnboundRanksAlone) {
+  if (allowedCpus() < 2) GTEST_SKIP() << "needs 2 CPUs, this process may use " << allowedCpus();
+  RunResult r = runUnboundPair("STRATA_AUTO_BIND=0");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(countPassedRanks(r.out), 2) << r.out;
+  EXPECT_NE(cpusOf(r.out, 0).find(','), std::string::npos) << r.out;
+  EXPECT_NE(cpusOf(r.out, 1).find(','), std::string::npos) << r.out;
 }
 
 TEST(ProcessEnv, SrunStyleVariablesWork) {

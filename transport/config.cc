@@ -89,7 +89,13 @@ const std::vector<Entry>& entries() {
        },
        [](const Config& c) { return c.logLevel; }},
       {"STRATA_LOCAL_SLOT_BYTES", "bytes", "slot size of the shared-memory FIFO per directed pair",
-       [](Config& c, const std::string& v) { return parseSize("STRATA_LOCAL_SLOT_BYTES", v, 4096, &c.localSlotBytes); },
+       [](Config& c, const std::string& v) {
+         size_t n = 0;
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_LOCAL_SLOT_BYTES", v, 4096, &n));
+         if (n > (size_t{1} << 30)) return invalidArgument("STRATA_LOCAL_SLOT_BYTES='{}' is above 1G", v);
+         c.localSlotBytes = n;
+         return OkStatus();
+       },
        [](const Config& c) { return fmt::format("{}", c.localSlotBytes); }},
       {"STRATA_LOCAL_SLOTS", "count", "slots of the shared-memory FIFO per directed pair (2..64)",
        [](Config& c, const std::string& v) {
@@ -142,6 +148,12 @@ const std::vector<Entry>& entries() {
       {"STRATA_SPIN_US", "microseconds", "busy-poll time before a wait sleeps",
        [](Config& c, const std::string& v) { return parseDouble("STRATA_SPIN_US", v, 0, &c.spinMicros); },
        [](const Config& c) { return fmt::format("{}", c.spinMicros); }},
+      {"STRATA_AUTO_BIND", "bool",
+       "ranks started without CPU binding (torchrun, srun without --cpu-bind, a fork loop) bind the thread that "
+       "creates a communicator to a CPU each, as strata-run does, when every local rank is a process of its own "
+       "and they fit the CPUs (0: leave them unbound)",
+       [](Config& c, const std::string& v) { return parseBool("STRATA_AUTO_BIND", v, &c.autoBind); },
+       [](const Config& c) { return std::string(c.autoBind ? "1" : "0"); }},
       {"STRATA_SOCKET_ADDR", "address", "IPv4 address this rank advertises to peers (default: auto)",
        [](Config& c, const std::string& v) {
          c.socketAddr = v;
@@ -214,6 +226,20 @@ const std::vector<Entry>& entries() {
       {"STRATA_CHECK_ARGS", "bool", "check that all ranks call the same collective with the same arguments",
        [](Config& c, const std::string& v) { return parseBool("STRATA_CHECK_ARGS", v, &c.checkArgs); },
        [](const Config& c) { return std::string(c.checkArgs ? "1" : "0"); }},
+      {"STRATA_DUMP_DIR", "path",
+       "directory where each process writes its op-ring dump (strata-<host>-<pid>.dump) when an operation fails "
+       "or times out and on SIGUSR1; `strata-diagnose DIR` reads them (strata-run sets a private one and prints "
+       "the diagnosis itself)",
+       [](Config& c, const std::string& v) {
+         c.dumpDir = v;
+         return OkStatus();
+       },
+       [](const Config& c) { return c.dumpDir; }},
+      {"STRATA_DUMP_SIGNAL", "bool",
+       "install a SIGUSR1 handler (when SIGUSR1 has its default action) that dumps every communicator's op ring "
+       "to STRATA_DUMP_DIR, or to stderr without one",
+       [](Config& c, const std::string& v) { return parseBool("STRATA_DUMP_SIGNAL", v, &c.dumpSignal); },
+       [](const Config& c) { return std::string(c.dumpSignal ? "1" : "0"); }},
       {"STRATA_DETERMINISTIC", "bool",
        "reductions (all-reduce, reduce-scatter, reduce) give bitwise identical results whatever the rank "
        "placement, node layout, transport or forced algorithm: every element is summed in one balanced tree "

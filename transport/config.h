@@ -27,6 +27,7 @@ struct Config {
   int tcpSockets = 2;               ///< STRATA_TCP_SOCKETS: sockets per peer pair
   size_t tcpChunkBytes = 512 << 10; ///< STRATA_TCP_CHUNK_BYTES: bytes per framed tcp chunk
   double spinMicros = 50;           ///< STRATA_SPIN_US: busy-poll before sleeping
+  bool autoBind = true;             ///< STRATA_AUTO_BIND: unbound local rank processes bind their thread to a CPU each
   std::string socketAddr;           ///< STRATA_SOCKET_ADDR: address to advertise (default: auto)
   std::string socketIfname;         ///< STRATA_SOCKET_IFNAME: interfaces to use (NCCL-style prefix list)
   std::string ncclSocketIfname;     ///< NCCL_SOCKET_IFNAME: honoured when STRATA_SOCKET_IFNAME is unset
@@ -39,6 +40,8 @@ struct Config {
   std::string secretFile;           ///< STRATA_SECRET_FILE: file holding it (created 0600 with random contents if missing)
   bool checkArgs = false;           ///< STRATA_CHECK_ARGS: verify all ranks call the same collective
   bool deterministic = false;       ///< STRATA_DETERMINISTIC: reductions summed in one fixed tree over the ranks
+  std::string dumpDir;              ///< STRATA_DUMP_DIR: where op-ring dumps go (collectives/op_ring.h)
+  bool dumpSignal = true;           ///< STRATA_DUMP_SIGNAL: SIGUSR1 dumps the op rings
   // CUDA path (device buffers).
   int cudaChannels = 8;             ///< STRATA_CUDA_CHANNELS: blocks (rings/trees) per collective, 1..32
   int cudaThreads = 512;            ///< STRATA_CUDA_THREADS: threads per block (64..512, multiple of 32)

@@ -188,33 +188,69 @@ def check(table, name="output"):
 def best_of(tables):
     """Merges repeated runs: per size (and type/redop/root), the least time and the highest bandwidth of
     each column across the runs, the most #wrong."""
+    return merge_runs(tables, "best")
+
+
+def _median(vals):
+    v = sorted(vals)
+    k = len(v)
+    return v[k // 2] if k % 2 else (v[k // 2 - 1] + v[k // 2]) / 2
+
+
+# Per column, how "best", "worst" and "median" pick among the runs' values (#wrong: always the most).
+_PICKS = {
+    "best": {"time": min, "algbw": max, "busbw": max},
+    "worst": {"time": max, "algbw": min, "busbw": min},
+    "median": {"time": _median, "algbw": _median, "busbw": _median},
+}
+
+
+def merge_runs(tables, how="best"):
+    """Merges repeated runs per size (and type/redop/root): `how` is "best" (least time, highest
+    bandwidth), "worst" (the opposite: a launcher's worst case) or "median", per column; #wrong is
+    the most of any run. The copy reference and the average busbw follow the same choice."""
+    picks = _PICKS[how]
     merged = Table()
     merged.coll = next((t.coll for t in tables if t.coll), None)
     merged.nranks = next((t.nranks for t in tables if t.nranks), None)
     merged.memory = next((t.memory for t in tables if t.memory), None)
     merged.gpu = next((t.gpu for t in tables if t.gpu), None)
     copies = [(t.copy_bw, t.copy_bytes) for t in tables if t.copy_bw is not None]
-    if copies:  # the best of the runs, like every other column
+    if copies:  # the best of the runs: a reference, not a measurement of the implementation
         merged.copy_bw, merged.copy_bytes = max(copies, key=lambda c: c[0])
-    by_key = {}
+    values, order = {}, []  # key -> row with lists of every run's values
     for t in tables:
         merged.problems.extend(t.problems)
         for r in t.rows:
             key = (r.get("size"), r.get("type"), r.get("redop"), r.get("root"))
-            if key not in by_key:
-                by_key[key] = {k: (dict(v) if isinstance(v, dict) else v) for k, v in r.items()}
-                merged.rows.append(by_key[key])
+            if key not in values:
+                values[key] = {k: (dict(v) if isinstance(v, dict) else v) for k, v in r.items()}
+                for part in ("oop", "ip"):
+                    g = values[key].get(part)
+                    if g:
+                        for col in ("time", "algbw", "busbw", "wrong"):
+                            g[col] = [g[col]] if g.get(col) is not None else []
+                order.append(key)
                 continue
-            m = by_key[key]
             for part in ("oop", "ip"):
-                a, b = m.get(part), r.get(part)
+                a, b = values[key].get(part), r.get(part)
                 if not a or not b:
                     continue
-                for col, pick in (("time", min), ("algbw", max), ("busbw", max), ("wrong", max)):
-                    vals = [v for v in (a.get(col), b.get(col)) if v is not None]
-                    a[col] = pick(vals) if vals else None
+                for col in ("time", "algbw", "busbw", "wrong"):
+                    if b.get(col) is not None:
+                        a[col].append(b[col])
+    for key in order:
+        row = values[key]
+        for part in ("oop", "ip"):
+            g = row.get(part)
+            if not g:
+                continue
+            for col in ("time", "algbw", "busbw"):
+                g[col] = picks[col](g[col]) if g[col] else None
+            g["wrong"] = max(g["wrong"]) if g["wrong"] else None
+        merged.rows.append(row)
     merged.rows.sort(key=lambda r: r.get("size", 0))
     avgs = [t.avg_busbw for t in tables if t.avg_busbw is not None]
-    merged.avg_busbw = max(avgs) if avgs else None
+    merged.avg_busbw = picks["busbw"](avgs) if avgs else None
     merged.runs = len(tables)
     return merged

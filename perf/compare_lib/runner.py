@@ -2,18 +2,24 @@
 
 Implementations (one perf tool each per collective, all nccl-tests-format):
   strata     build/perf/<coll>_perf                         under build/tools/strata-run -n N
+                                                            (--launcher unbound: perf/unbound/launch.sh)
   mpi        build/perf/[peers/]mpi_<coll>_perf             under mpirun -n N
   gloo_ring  build/perf/[peers/]gloo_all_reduce_perf --algo ring               under strata-run
   gloo_hd    build/perf/[peers/]gloo_all_reduce_perf --algo halving_doubling   under strata-run
   gloo       build/perf/[peers/]gloo_<coll>_perf (other collectives, when built) under strata-run
   nccl       build/perf/[peers/]nccl_<coll>_perf [--nccl-lib PATH]           under strata-run
-             (NVIDIA NCCL, device memory only: with --memory device, where strata's tools get
-             --memory device too and the MPI and Gloo peers, host memory only, are skipped)
+             (NVIDIA NCCL on device memory: with --memory device, where strata's tools get
+             --memory device too and the MPI and Gloo peers, host memory only, are skipped; on host
+             memory with --nccl-lib build/collectives/libnccl.so.2: an NCCL program on malloc'd
+             buffers through strata's NCCL ABI)
 """
 
 import os
 import subprocess
 import time
+
+# strata's ranks started as torchrun or a fork loop would (--launcher unbound).
+UNBOUND_LAUNCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "unbound", "launch.sh")
 
 IMPLS = ["strata", "mpi", "gloo_ring", "gloo_hd", "gloo"]  # host memory (the default)
 DEVICE_IMPLS = ["strata", "nccl"]                           # --memory device
@@ -67,13 +73,18 @@ def jobs_for(coll, impls, opts):
         if device and impl in HOST_ONLY:
             skipped[impl] = "host memory only (run it without --memory device)"
             continue
-        if impl == "nccl" and not device:
-            skipped[impl] = "device memory only (perf/compare --memory device)"
+        if impl == "nccl" and not device and not getattr(opts, "nccl_lib", None):
+            skipped[impl] = ("device memory, or host memory with --nccl-lib naming an NCCL that takes host buffers "
+                             "(strata's build/collectives/libnccl.so.2: an NCCL program on malloc'd memory)")
             continue
         if impl == "strata":
             binary = os.path.join(build, "perf", f"{coll}_perf")
             alloc = [] if device else ["--alloc", getattr(opts, "alloc", "strata")]
-            candidates.append((impl, binary, strata_launch + [binary] + alloc + tool_args, strata_env, run))
+            if getattr(opts, "launcher", "strata-run") == "unbound":
+                launch = [UNBOUND_LAUNCH, "-n", str(opts.ranks), "--"]
+                candidates.append((impl, binary, launch + [binary] + alloc + tool_args, strata_env, UNBOUND_LAUNCH))
+            else:
+                candidates.append((impl, binary, strata_launch + [binary] + alloc + tool_args, strata_env, run))
         elif impl == "mpi":
             binary = _peer(build, f"mpi_{coll}_perf")
             candidates.append((impl, binary, mpi_launch + [binary] + tool_args, {}, "mpirun"))
@@ -91,7 +102,8 @@ def jobs_for(coll, impls, opts):
         elif impl == "nccl":
             binary = _peer(build, f"nccl_{coll}_perf")
             lib = ["--nccl-lib", opts.nccl_lib] if getattr(opts, "nccl_lib", None) else []
-            candidates.append((impl, binary, strata_launch + [binary] + lib + tool_args, {}, run))
+            memory = [] if device else ["--memory", "host"]
+            candidates.append((impl, binary, strata_launch + [binary] + lib + memory + tool_args, {}, run))
 
     jobs = []
     for impl, binary, argv, env, launcher in candidates:

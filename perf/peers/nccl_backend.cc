@@ -27,7 +27,7 @@ void NcclBackend::close(bool failed) {
     else lib_.commDestroy(comm_);
     comm_ = nullptr;
   }
-  deviceFree(scratch_);
+  scratchFree(scratch_);
   scratch_ = nullptr;
   scratchBytes_ = 0;
 }
@@ -91,6 +91,10 @@ void NcclBackend::attachDevice(const DeviceRank& dev) {
       note_ = std::string("; ranks share a GPU, NCCL_MULTI_RANK_GPU_ENABLE=") + set;
     }
   }
+  initComm(hint, dev.props().index);
+}
+
+void NcclBackend::initComm(const std::string& hint, int device) {
   struct IdMsg {
     NcclUniqueId id;
     int failed;
@@ -111,20 +115,29 @@ void NcclBackend::attachDevice(const DeviceRank& dev) {
   const NcclResult rc = lib_.commInitRank(&comm, nranks(), root.id, rank());
   const double failedRanks = host_.allReduce(rc != 0 ? 1 : 0, Agg::Sum);
   if (rc != 0)
-    throw std::runtime_error(fmt::format("ncclCommInitRank (rank {} of {}, CUDA device {}) failed: {}{}", rank(),
-                                         nranks(), dev.props().index, error(rc), hint));
+    throw std::runtime_error(fmt::format("ncclCommInitRank (rank {} of {}, {}) failed: {}{}", rank(), nranks(),
+                                         device >= 0 ? fmt::format("CUDA device {}", device) : "host memory",
+                                         error(rc), hint));
   comm_ = comm;
   if (failedRanks > 0)
     throw std::runtime_error(fmt::format("ncclCommInitRank failed on {} other rank(s)", failedRanks));
 }
 
+void* NcclBackend::scratchAlloc(size_t bytes) const { return dev_ ? deviceAlloc(bytes) : std::malloc(bytes); }
+
+void NcclBackend::scratchFree(void* p) const {
+  if (dev_) deviceFree(p);
+  else std::free(p);
+}
+
 void NcclBackend::prepare(const CollCall& c) {
+  if (!comm_ && !dev_) initComm("", -1);
   if (c.inPlace && (c.coll == Coll::AllToAll || c.coll == Coll::SendRecv)) {
     const size_t bytes = c.layout.sendCount * dtypeSize(c.dtype);
     if (bytes > scratchBytes_) {
-      deviceFree(scratch_);
+      scratchFree(scratch_);
       scratch_ = nullptr;
-      scratch_ = deviceAlloc(bytes);
+      scratch_ = scratchAlloc(bytes);
       scratchBytes_ = bytes;
     }
   }
@@ -202,7 +215,8 @@ void NcclBackend::run(const CollCall& c) {
     case Coll::AllToAll:
     case Coll::SendRecv:
       if (c.inPlace) {
-        dev_->copyAsync(scratch_, c.send, c.layout.sendCount * dtypeSize(c.dtype));
+        if (dev_) dev_->copyAsync(scratch_, c.send, c.layout.sendCount * dtypeSize(c.dtype));
+        else std::memcpy(scratch_, c.send, c.layout.sendCount * dtypeSize(c.dtype));
         return sendRecvGroup(c, scratch_);
       }
       return sendRecvGroup(c, c.send);

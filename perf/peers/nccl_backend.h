@@ -1,5 +1,5 @@
 // nccl_backend.h: runs the perf sweep's collectives with NVIDIA's NCCL (loaded at run time) on the
-// ranks' device buffers and streams; rendezvous, barriers and the timing reductions go through the
+// ranks' device buffers and streams (or on host buffers, for an NCCL that takes them); rendezvous, barriers and the timing reductions go through the
 // strata host communicator the ranks were launched with.
 #pragma once
 
@@ -22,6 +22,8 @@ class NcclBackend : public Backend {
   /// Rank 0's ncclGetUniqueId over the host communicator, then ncclCommInitRank on every rank; a
   /// failure on any rank fails all of them, with NCCL's message.
   void attachDevice(const DeviceRank& device) override;
+  /// On host memory (--memory host: an NCCL that takes host buffers) the communicator is made at the
+  /// first call, on every rank alike.
   void prepare(const CollCall& call) override;
   void finish(const CollCall& call) override;
   void run(const CollCall& call) override;
@@ -39,6 +41,9 @@ class NcclBackend : public Backend {
   std::string error(NcclResult rc) const;
   void sendRecvGroup(const CollCall& c, const void* send);
   bool sharesGpu(const DeviceRank& device);
+  void initComm(const std::string& hint, int device);
+  void* scratchAlloc(size_t bytes) const;
+  void scratchFree(void* p) const;
 
   const NcclLib& lib_;
   Backend& host_;

@@ -4,6 +4,8 @@
 //
 //   build/tools/strata-run -n 4 -- build/perf/nccl_all_reduce_perf -b 8 -e 1G -f 2
 //   build/tools/strata-run -n 2 -- build/perf/nccl_all_reduce_perf --nccl-lib /opt/nccl/lib/libnccl.so.2
+//   build/tools/strata-run -n 2 -- build/perf/nccl_all_reduce_perf --memory host \
+//       --nccl-lib build/collectives/libnccl.so.2      # strata's NCCL ABI on host buffers
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
@@ -48,12 +50,13 @@ int main(int argc, char** argv) {
   const ToolInfo tool{Coll::PERF_COLL, PERF_TOOL_NAME, "NCCL",
                       "Launch: strata-run -n N -- " PERF_TOOL_NAME " [flags] (or mpirun, torchrun, srun), exactly\n"
                       "like strata's tools: a strata host communicator carries the rendezvous (rank 0's\n"
-                      "ncclUniqueId), barriers and timing. Device memory only: each rank uses GPU local rank %\n"
+                      "ncclUniqueId), barriers and timing. Device memory (the default): each rank uses GPU local rank %\n"
                       "GPUs. Ranks sharing a GPU need NCCL 2.30+ (the tool then sets NCCL_MULTI_RANK_GPU_ENABLE=1\n"
                       "unless it is set). all-to-all, gather, scatter and send/recv are grouped ncclSend/ncclRecv;\n"
-                      "in place, all-to-all and send/recv copy their input aside first.",
+                      "in place, all-to-all and send/recv copy their input aside first. --memory host measures an\n"
+                      "NCCL that takes host buffers (strata's libnccl.so.2: an NCCL program on malloc'd memory).",
                       addNcclOptions,
-                      {"device"},
+                      {"device", "host"},
                       loadLibrary};
   return toolMain(argc, argv, tool, launchNcclRanks);
 }

@@ -2,12 +2,14 @@
 // (strata-run, torchrun, mpirun or srun), runs the standard correctness sweep, prints
 // "rank R: N checks passed" and exits 1 on any failure (listing what differed).
 //
-//   strata-run -n 4 -- ./strata_check_worker [--quick] [--split] [--memalloc] [--topology] [--transports]
+//   strata-run -n 4 -- ./strata_check_worker [--quick] [--split] [--memalloc] [--topology] [--transports] [--cpus]
 //                                            [--kill-rank V [--kill-after-ms T]]
 // --memalloc: instead of the standard sweep, every collective on strataMemAlloc buffers (the
 // single-copy path between processes).
 // --topology: instead of the standard sweep, runTopologySweep (ranks spread over virtual nodes;
 // with --quick without its ~1M-element cases).
+// --cpus: also prints "rank R cpus=LIST" after init: the CPUs the calling thread may run on
+// (strata binds an unbound rank's thread, auto_bind.h).
 // --transports: also prints "rank R transports: P:KIND ..." (KIND: the connection to rank P, tcp,
 // local(shm) or local(threads); self for R) and "rank R node K local L".
 // --kill-rank V [--kill-after-ms T]: instead of a sweep, every rank loops ~1M-element all-reduces;
@@ -16,6 +18,7 @@
 // expected after S s: MESSAGE" and exits 0 ("rank R: no error" and exit 1 if none comes within
 // 30 s). SIGTERM is ignored in this mode, so the launcher's SIGTERM at the victim's death does
 // not end the survivors before they report.
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -70,8 +73,18 @@ int killedRankMode(strataComm_t comm, int rank, int victim, int afterMs) {
 
 }  // namespace
 
+static void printCpus(int rank) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::string list;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) list += (list.empty() ? "" : ",") + std::to_string(c);
+  std::printf("rank %d cpus=%s\n", rank, list.c_str());
+}
+
 int main(int argc, char** argv) {
-  bool quick = false, split = false, memalloc = false, topologySweep = false, transports = false;
+  bool quick = false, split = false, memalloc = false, topologySweep = false, transports = false, cpus = false;
   int killRank = -1, killAfterMs = 300;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
@@ -79,6 +92,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--memalloc")) memalloc = true;
     if (!std::strcmp(argv[i], "--topology")) topologySweep = true;
     if (!std::strcmp(argv[i], "--transports")) transports = true;
+    if (!std::strcmp(argv[i], "--cpus")) cpus = true;
     if (!std::strcmp(argv[i], "--kill-rank") && i + 1 < argc) killRank = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--kill-after-ms") && i + 1 < argc) killAfterMs = std::atoi(argv[++i]);
   }
@@ -92,6 +106,7 @@ int main(int argc, char** argv) {
   strataCommUserRank(comm, &rank);
   strataCommCount(comm, &n);
   if (transports) printTransports(comm);
+  if (cpus) printCpus(rank);
   if (killRank >= 0) return killedRankMode(comm, rank, killRank, killAfterMs);
   strata::testing::CheckReport rep;
   if (topologySweep)

@@ -70,9 +70,6 @@ ProcessGroupStrata::ProcessGroupStrata(const c10::intrusive_ptr<c10d::Store>& st
   strataConfigInit(&cfg);
   cfg.timeout = std::chrono::duration<double>(timeout).count();
   cfg.commName = "torch";
-  const strataResult_t rc = strataCommInitRankConfig(&comm_, size, id, rank, &cfg);
-  if (rc != strataSuccess) throw std::runtime_error("strata init (rank " + std::to_string(rank) + " of " +
-                                                    std::to_string(size) + "): " + lastError(rc, nullptr));
   queue_ = std::make_shared<ProgressQueue>([this](const std::vector<ProgressQueue::Step>& issues) {
     check(strataGroupStart(), "send/recv");
     std::exception_ptr first;
@@ -86,6 +83,15 @@ ProcessGroupStrata::ProcessGroupStrata(const c10::intrusive_ptr<c10d::Store>& st
     const strataResult_t end = strataGroupEnd();
     if (first) std::rethrow_exception(first);
     check(end, "send/recv");
+  });
+  // The communicator is made on the progress thread, the one that drives it: when the ranks were
+  // started without CPU binding, strata binds the thread that creates a communicator
+  // (STRATA_AUTO_BIND), and that must be this one, not the Python thread whose later threads
+  // (intra-op workers, data loaders) would inherit the binding.
+  queue_->runNow([&] {
+    const strataResult_t rc = strataCommInitRankConfig(&comm_, size, id, rank, &cfg);
+    if (rc != strataSuccess) throw std::runtime_error("strata init (rank " + std::to_string(rank) + " of " +
+                                                      std::to_string(size) + "): " + lastError(rc, nullptr));
   });
 }
 

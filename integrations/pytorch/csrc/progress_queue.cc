@@ -4,6 +4,8 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
 
+#include <future>
+
 namespace strata_torch {
 
 StrataWork::StrataWork(int rank, c10d::OpType type, const char* profilingTitle, std::vector<at::Tensor> outputs,
@@ -78,6 +80,25 @@ void ProgressQueue::flushLocked() {
       if (a) a();
   };
   jobs_.push_back(std::move(job));
+}
+
+void ProgressQueue::runNow(const Step& step) {
+  std::promise<void> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    flushLocked();
+    jobs_.push_back(Job{[&] {
+                          try {
+                            step();
+                            done.set_value();
+                          } catch (...) {
+                            done.set_exception(std::current_exception());
+                          }
+                        },
+                        {}});
+  }
+  cv_.notify_one();
+  done.get_future().get();
 }
 
 void ProgressQueue::shutdown() {

@@ -60,6 +60,9 @@ class ProgressQueue : public std::enable_shared_from_this<ProgressQueue> {
   void postP2P(Step issue, Step after, c10::intrusive_ptr<StrataWork> work);
   /// Lets the held-back sends/receives start as one batch.
   void flushP2P();
+  /// Runs `step` on the progress thread after everything queued and waits for it; rethrows what
+  /// it throws.
+  void runNow(const Step& step);
   /// Runs everything queued, then stops the thread. Idempotent.
   void shutdown();
 
