@@ -82,6 +82,27 @@ class Algorithms {
     return step(Peers::none(), Peers::none(), src, dst, n, ctx(true, true));
   }
 
+  /// Cuts this channel's `cnt` elements from `off` into rounds of n parts, each unit-aligned and at
+  /// most `chunk` elements, and runs body(at, len) per round (at(q): where part q starts, len(q):
+  /// its length, 0 past the end). Stops at the first round that returns false.
+  template <class Body>
+  STRATA_HD bool forEachRound(uint64_t off, uint64_t cnt, uint64_t unit, uint64_t chunk, const Body& body) {
+    const int n = w_.nranks;
+    for (uint64_t base = 0; base < cnt; base += uint64_t(n) * chunk) {
+      const uint64_t left = cnt - base;
+      uint64_t real = (left + n - 1) / n;
+      real = (real + unit - 1) / unit * unit;
+      if (real > chunk) real = chunk;
+      auto len = [&](int q) -> uint64_t {
+        const uint64_t s = uint64_t(q) * real;
+        return s >= left ? 0 : (left - s < real ? left - s : real);
+      };
+      auto at = [&](int q) { return off + base + uint64_t(q) * real; };
+      if (!body(at, len)) return false;
+    }
+    return true;
+  }
+
   /// The first n-1 steps of a ring reduction: send this rank's input of chunk r-1, then for
   /// chunks r-2 .. r-n+1 receive the partial sum, add this rank's input and forward it. at(c) is
   /// where chunk c starts (elements), len(c) its length; the caller does the final step.
@@ -105,17 +126,7 @@ class Algorithms {
     channelPart(w_.count, block_, w_.nch, unit, &off, &cnt);
     if (n == 1) return localCopy(in(off), out(off), cnt);
     const Peers prev = Peers::one(mod(r - 1, n)), next = Peers::one(mod(r + 1, n)), none = Peers::none();
-    const uint64_t chunk = prims_.chunkElems(esize_);
-    for (uint64_t base = 0; base < cnt; base += uint64_t(n) * chunk) {
-      const uint64_t left = cnt - base;
-      uint64_t real = (left + n - 1) / n;
-      real = (real + unit - 1) / unit * unit;
-      if (real > chunk) real = chunk;
-      auto len = [&](int c) -> uint64_t {
-        const uint64_t s = uint64_t(c) * real;
-        return s >= left ? 0 : (left - s < real ? left - s : real);
-      };
-      auto at = [&](int c) { return off + base + uint64_t(c) * real; };
+    return forEachRound(off, cnt, unit, prims_.chunkElems(esize_), [&](const auto& at, const auto& len) {
       if (!ringPartials(at, len)) return false;
       int c = r;
       if (!step(prev, next, in(at(c)), out(at(c)), len(c), ctx(true, true))) return false;
@@ -124,9 +135,8 @@ class Algorithms {
         if (!step(prev, next, nullptr, out(at(c)), len(c), ctx(false, false))) return false;
       }
       c = mod(r + 1, n);
-      if (!step(prev, none, nullptr, out(at(c)), len(c), ctx(false, false))) return false;
-    }
-    return true;
+      return step(prev, none, nullptr, out(at(c)), len(c), ctx(false, false));
+    });
   }
 
   STRATA_HD bool treeAllReduce() {
@@ -259,28 +269,18 @@ class Algorithms {
     uint64_t off, cnt;
     channelPart(w_.count, block_, w_.nch, unit, &off, &cnt);
     if (n == 1) return localCopy(in(off), out(off), cnt);
-    const uint64_t chunk = prims_.chunkElems(esize_);
-    for (uint64_t base = 0; base < cnt; base += uint64_t(n) * chunk) {
-      const uint64_t left = cnt - base;
-      uint64_t real = (left + n - 1) / n;
-      real = (real + unit - 1) / unit * unit;
-      if (real > chunk) real = chunk;
-      auto len = [&](int q) -> uint64_t {
-        const uint64_t s = uint64_t(q) * real;
-        return s >= left ? 0 : (left - s < real ? left - s : real);
-      };
-      auto at = [&](int q) { return off + base + uint64_t(q) * real; };
+    return forEachRound(off, cnt, unit, prims_.chunkElems(esize_), [&](const auto& at, const auto& len) {
       if (!sendParts(at, len)) return false;
       char* mine = all || root ? out(at(r)) : nullptr;
       const int to = all ? kAllPeers : root ? kNoPeer : w_.root;
       if (!prims_.stepTree(in(at(r)), mine, to, len(r), esize_, ctx(true, true))) return false;
-      if (!all && !root) continue;
+      if (!all && !root) return true;
       for (int j = 1; j < n; ++j) {  // every other owner's result
         const int q = mod(r - j, n);
         if (!step(Peers::one(q), Peers::none(), nullptr, out(at(q)), len(q), ctx(false, false))) return false;
       }
-    }
-    return true;
+      return true;
+    });
   }
 
   /// Reduce-scatter: part q of each chunk is in rank q's block of the input.
