@@ -81,8 +81,9 @@ TEST(Config, SocketIfnameSelectsInterfacesAndNcclNameIsHonoured) {
   unsetenv("STRATA_SOCKET_IFNAME");
   ASSERT_TRUE(reloadConfig().ok());
   const std::vector<net::Interface> dflt = net::usableInterfaces();
-  if (dflt.size() > 1)
+  if (dflt.size() > 1) {
     for (const net::Interface& f : dflt) EXPECT_NE(f.name, "lo") << "loopback only when nothing else is up";
+  }
 }
 
 // strata-run --nodes leaves bridges named st<pid>r<k> with addresses in the launcher's namespace

@@ -138,8 +138,9 @@ TEST(HierTraffic, AllToAllSendsOneMessagePerNodePairPerRail) {
     Schedule s;
     buildSchedule(Algo::Hier, a, &s);
     for (const Op& op : s.ops)
-      if ((op.code == OpCode::Send || op.code == OpCode::Recv) && layout.node(op.peer) != layout.node(r))
+      if ((op.code == OpCode::Send || op.code == OpCode::Recv) && layout.node(op.peer) != layout.node(r)) {
         EXPECT_EQ(layout.localRank(op.peer), layout.localRank(r)) << "rank " << r << " " << opToString(op);
+      }
   }
 }
 

@@ -77,7 +77,9 @@ TEST(JobTopology, CpuMaskNumaDomain) {
   uint64_t cpu0[4] = {1, 0, 0, 0};
   const bool sysfsNuma = std::ifstream("/sys/devices/system/node/node0/cpulist").good();
   const bool oneDomain = sysfsNuma && !std::ifstream("/sys/devices/system/node/node1/cpulist").good();
-  if (!sysfsNuma) EXPECT_EQ(cpuNumaDomain(cpu0), -1);
+  if (!sysfsNuma) {
+    EXPECT_EQ(cpuNumaDomain(cpu0), -1);
+  }
   if (oneDomain) {
     EXPECT_EQ(cpuNumaDomain(cpu0), 0);
     uint64_t all[4] = {~0ull, ~0ull, ~0ull, ~0ull};

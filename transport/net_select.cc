@@ -28,7 +28,7 @@ bool hasRdmaDevice() {
 
 uint32_t localNetCaps() {
   static const uint32_t caps = [] {
-    uint32_t c = hasRdmaDevice() ? kNetCapRdma : 0;
+    uint32_t c = hasRdmaDevice() ? uint32_t(kNetCapRdma) : 0u;
 #ifdef STRATA_HAVE_UCX
     c |= kNetCapUcx;
 #endif

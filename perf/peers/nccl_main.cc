@@ -4,8 +4,8 @@
 //
 //   build/tools/strata-run -n 4 -- build/perf/nccl_all_reduce_perf -b 8 -e 1G -f 2
 //   build/tools/strata-run -n 2 -- build/perf/nccl_all_reduce_perf --nccl-lib /opt/nccl/lib/libnccl.so.2
-//   build/tools/strata-run -n 2 -- build/perf/nccl_all_reduce_perf --memory host \
-//       --nccl-lib build/collectives/libnccl.so.2      # strata's NCCL ABI on host buffers
+//   build/tools/strata-run -n 2 -- build/perf/nccl_all_reduce_perf --memory host --nccl-lib PATH
+//       (host buffers: for an NCCL that takes them, i.e. strata's build/collectives/libnccl.so.2)
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
