@@ -59,32 +59,7 @@ template <class F>
 void layernormFwd(F* out, F* mean, F* rstd, const F* x, const F* w, const F* b, int N, int C) {
   for (int n = 0; n < N; ++n) math::layernormRow(out + size_t(n) * C, mean + n, rstd + n, x + size_t(n) * C, w, b, C);
 }
-// dx (N,C) +=, dw, db (C) +=.
-template <class F>
-void layernormBwd(F* dx, F* dw, F* db, const F* dout, const F* x, const F* w, const F* mean, const F* rstd, int N,
-                  int C) {
-  for (int n = 0; n < N; ++n) {
-    const F* xr = x + size_t(n) * C;
-    const F* g = dout + size_t(n) * C;
-    F dnMean = 0, dnNorm = 0;
-    for (int c = 0; c < C; ++c) {
-      F norm = (xr[c] - mean[n]) * rstd[n];
-      F dn = g[c] * w[c];
-      dnMean += dn;
-      dnNorm += dn * norm;
-    }
-    dnMean /= C;
-    dnNorm /= C;
-    for (int c = 0; c < C; ++c) {
-      F norm = (xr[c] - mean[n]) * rstd[n];
-      dw[c] += g[c] * norm;
-      db[c] += g[c];
-      dx[size_t(n) * C + c] += (g[c] * w[c] - dnMean - norm * dnNorm) * rstd[n];
-    }
-  }
-}
-
-// The two halves of layernormBwd, with the same per-element arithmetic: dx (N,C) += (B) ...
+// The two halves of layernorm's backward, with the same per-element arithmetic: dx (N,C) += (B) ...
 template <class F>
 void layernormBwdInput(F* dx, const F* dout, const F* x, const F* w, const F* mean, const F* rstd, int N, int C) {
   for (int n = 0; n < N; ++n)
@@ -102,6 +77,14 @@ void layernormBwdWeight(F* dw, F* db, const F* dout, const F* x, const F* mean, 
       db[c] += g[c];
     }
   }
+}
+// The whole backward: dx (N,C) +=, dw, db (C) += (the two halves; each accumulates on its own, so
+// the result is the same as one fused loop's).
+template <class F>
+void layernormBwd(F* dx, F* dw, F* db, const F* dout, const F* x, const F* w, const F* mean, const F* rstd, int N,
+                  int C) {
+  layernormBwdInput(dx, dout, x, w, mean, rstd, N, C);
+  layernormBwdWeight(dw, db, dout, x, mean, rstd, N, C);
 }
 
 // ---- linear ----------------------------------------------------------------------------------
