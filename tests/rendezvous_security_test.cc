@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -181,6 +182,39 @@ TEST(RankListener, GarbageAfterInitIsDroppedAndTheJobContinues) {
   attack();  // again once the data connections exist
   run(3);
   closeAll(&strangers);
+  for (strataComm_t c : comms) strataCommDestroy(c);
+}
+
+// A rank drops a connection whose hello does not follow within seconds of its accept. A
+// connection object that is asked for long before its first use (a peer's kind, say) must not
+// connect until then. Rank 0 asks for all of its connections; rank 3 accepts everything waiting
+// on its listener while it serves rank 1, and again, past the drop delay, while it serves rank 2;
+// only then does rank 0 send to rank 3. Had rank 0 connected when asked, rank 3 would have
+// dropped that silent connection, and rank 0's send would fail.
+TEST(RankListener, ConnectionsAskedForLongBeforeFirstUseAreNotDropped) {
+  ScopedEnv transport("STRATA_TRANSPORT", "tcp");
+  ScopedEnv timeout("STRATA_TIMEOUT", "10");
+  const int n = 4;
+  std::vector<strataComm_t> comms(n);
+  ASSERT_EQ(strataCommInitAll(comms.data(), n), strataSuccess) << strataGetLastError(nullptr);
+  for (int p = 1; p < n; ++p) ASSERT_NE(static_cast<Comm*>(comms[0])->conn(p), nullptr);
+  auto exchange = [&](int r, int peer) {
+    std::vector<float> out(1000, static_cast<float>(r)), in(1000, -1.0f);
+    ASSERT_EQ(strataGroupStart(), strataSuccess);
+    ASSERT_EQ(strataSend(out.data(), out.size(), strataFloat32, peer, comms[r]), strataSuccess);
+    ASSERT_EQ(strataRecv(in.data(), in.size(), strataFloat32, peer, comms[r]), strataSuccess);
+    ASSERT_EQ(strataGroupEnd(), strataSuccess) << "rank " << r << ": " << strataGetLastError(comms[r]);
+    for (float v : in) ASSERT_EQ(v, static_cast<float>(peer));
+  };
+  auto pair = [&](int a, int b) {
+    std::thread t([&] { exchange(b, a); });
+    exchange(a, b);
+    t.join();
+  };
+  pair(1, 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5500));  // past the drop delay (5 s)
+  pair(2, 3);
+  pair(0, 3);
   for (strataComm_t c : comms) strataCommDestroy(c);
 }
 

@@ -69,11 +69,16 @@ class SocketSet {
 
 class TcpOpener final : public ConnectionOpener {
  public:
-  TcpOpener(Bootstrap& bs, int peer, std::vector<int> rails, size_t chunk) : bs_(bs), peer_(peer), chunk_(chunk) {
-    started_ = sockets_.start(bs, peer, Bootstrap::kData, rails);
-  }
+  TcpOpener(Bootstrap& bs, int peer, std::vector<int> rails, size_t chunk)
+      : bs_(bs), peer_(peer), chunk_(chunk), rails_(std::move(rails)) {}
   Status poll(std::unique_ptr<Connection>* out) override {
-    STRATA_RETURN_IF_ERROR(started_);
+    // Connect on the first poll, not when the connection object is made (asking a peer's kind
+    // makes it): the peer drops a connection whose hello does not follow within seconds, and
+    // from here on this opening is polled until its hello is out.
+    if (!started_) {
+      started_ = true;
+      STRATA_RETURN_IF_ERROR(sockets_.start(bs_, peer_, Bootstrap::kData, rails_));
+    }
     bool done = false;
     STRATA_RETURN_IF_ERROR(sockets_.poll(&done));
     if (done) *out = std::make_unique<TcpConnection>(bs_.rank(), peer_, sockets_.take(), chunk_);
@@ -85,18 +90,20 @@ class TcpOpener final : public ConnectionOpener {
   Bootstrap& bs_;
   int peer_;
   size_t chunk_;
+  std::vector<int> rails_;
   SocketSet sockets_;
-  Status started_;
+  bool started_ = false;
 };
 
 class NetOpener final : public ConnectionOpener {
  public:
   NetOpener(Bootstrap& bs, int peer, int rail, int rails, NetTransport* net)
-      : bs_(bs), peer_(peer), rails_(rails), net_(net) {
-    started_ = oob_.start(bs, peer, Bootstrap::kNetOob, {rail});
-  }
+      : bs_(bs), peer_(peer), rail_(rail), rails_(rails), net_(net) {}
   Status poll(std::unique_ptr<Connection>* out) override {
-    STRATA_RETURN_IF_ERROR(started_);
+    if (!started_) {  // on the first poll, as TcpOpener
+      started_ = true;
+      STRATA_RETURN_IF_ERROR(oob_.start(bs_, peer_, Bootstrap::kNetOob, {rail_}));
+    }
     bool done = false;
     STRATA_RETURN_IF_ERROR(oob_.poll(&done));
     if (!done) return OkStatus();
@@ -107,10 +114,10 @@ class NetOpener final : public ConnectionOpener {
 
  private:
   Bootstrap& bs_;
-  int peer_, rails_;
+  int peer_, rail_, rails_;
   NetTransport* net_;
   SocketSet oob_;
-  Status started_;
+  bool started_ = false;
 };
 
 }  // namespace
