@@ -5,6 +5,7 @@
 // it from the dumps: as the rank everyone waits on while it has sent none, and as the rank behind
 // once SIGUSR1 made it write one. Each job is bounded by seconds.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,8 +54,8 @@ TEST(StrataRunHang, NoReportWhenTheJobSucceeds) {
 }
 
 
-/// Starts hang_worker as rank `r` of 4 with torchrun-style variables.
-pid_t startRank(int r, int port, const std::string& dumpDir) {
+/// Starts hang_worker as rank `r` of 4 with torchrun-style variables; its stderr goes to `log`.
+pid_t startRank(int r, int port, const std::string& dumpDir, const std::string& log) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
@@ -67,6 +69,8 @@ pid_t startRank(int r, int port, const std::string& dumpDir) {
   env.push_back("STRATA_DUMP_DIR=" + dumpDir);
   pid_t pid = fork();
   if (pid == 0) {
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) dup2(fd, 2);
     std::vector<char*> envp;
     for (std::string& kv : env) envp.push_back(kv.data());
     envp.push_back(nullptr);
@@ -81,9 +85,12 @@ TEST(OtherLaunchers, StrataDiagnoseNamesTheRankFromTheDumps) {
   char templ[] = "/tmp/strata-hang-test-XXXXXX";
   ASSERT_NE(mkdtemp(templ), nullptr);
   const std::string dir = templ;
+  char logTempl[] = "/tmp/strata-hang-logs-XXXXXX";  // the ranks' stderr, shown if the test fails
+  ASSERT_NE(mkdtemp(logTempl), nullptr);
+  const std::string logs = logTempl;
   const int port = freePort();
   std::vector<pid_t> pids;
-  for (int r = 0; r < 4; ++r) pids.push_back(startRank(r, port, dir));
+  for (int r = 0; r < 4; ++r) pids.push_back(startRank(r, port, dir, logs + "/rank" + std::to_string(r)));
   // Ranks 0, 1 and 3 time out (2 s) and exit 1, each writing its dump on the way.
   for (int r : {0, 1, 3}) {
     int st = 0;
@@ -107,7 +114,8 @@ TEST(OtherLaunchers, StrataDiagnoseNamesTheRankFromTheDumps) {
   EXPECT_NE(d.out.find(kBehind), std::string::npos) << d.out;
   kill(pids[2], SIGKILL);
   waitpid(pids[2], nullptr, 0);
-  EXPECT_EQ(runCommand(std::string("rm -rf ") + dir).code, 0);
+  if (HasFailure()) std::cerr << runCommand("tail -n 20 " + logs + "/rank*").out;
+  EXPECT_EQ(runCommand(std::string("rm -rf ") + dir + " " + logs).code, 0);
 }
 
 TEST(OtherLaunchers, StrataDiagnoseUsage) {
