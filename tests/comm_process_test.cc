@@ -59,7 +59,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(ProcessEnv, TorchrunStyleVariablesWork) {
   // Two ranks started by hand with RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT.
-  std::string port = std::to_string(29500 + (getpid() % 2000));
+  std::string port = std::to_string(strata::testing::freePort());
   std::string common = "env -u STRATA_UNIQUE_ID WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " ";
   std::string cmd = common + "RANK=1 " WORKER_BIN " --quick & p=$!; " + common + "RANK=0 " WORKER_BIN
                     " --quick; b=$?; wait $p; a=$?; exit $((a | b))";

@@ -22,6 +22,7 @@
 #include "collectives/comm.h"
 #include "collectives/launch_env.h"
 #include "strata/strata.h"
+#include "support/free_port.h"
 #include "support/thread_ranks.h"
 #include "transport/bootstrap.h"
 #include "transport/bootstrap_wire.h"
@@ -270,13 +271,7 @@ TEST(Secret, FileIsCreatedOnceWithPrivateModeWhenRanksRace) {
 // MASTER_PORT; a stranger sees the same public values (but not STRATA_SECRET).
 class TorchrunJob {
  public:
-  explicit TorchrunJob(int n) : n_(n) {
-    int fd = -1;
-    uint16_t port = 0;
-    EXPECT_TRUE(net::listenAny(0, &fd, &port).ok());
-    ::close(fd);
-    port_ = std::to_string(ntohs(port));
-  }
+  explicit TorchrunJob(int n) : n_(n), port_(std::to_string(freePort())) {}
   void setEnv(int rank, const char* secret) {
     setenv("RANK", std::to_string(rank).c_str(), 1);
     setenv("WORLD_SIZE", std::to_string(n_).c_str(), 1);
