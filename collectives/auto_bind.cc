@@ -3,10 +3,12 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 
 #include "fmt/format.h"
 #include "topology/cpu_order.h"
@@ -84,7 +86,25 @@ AutoBindPlan planAutoBind(const std::vector<RankInfo>& infos, int rank, const Cp
 
 void autoBindCallingThread(const std::vector<RankInfo>& infos, int rank) {
   static std::atomic<bool> warned{false}, logged{false};
-  const AutoBindPlan plan = planAutoBind(infos, rank, topology::cpusInBindOrder);
+  // The process's first communicator decides (its members are all the job's ranks here): a later,
+  // smaller one (a split of 2 of 4 ranks on 2 CPUs) would otherwise "fit" and pin ranks two to a
+  // CPU. Later communicators bind their creating thread to the same CPU, or leave it unbound. Keyed
+  // by pid: a forked child decides again.
+  static std::mutex mu;
+  static pid_t decidedBy = 0;
+  static int decidedCpu = -1;
+  AutoBindPlan plan;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (decidedBy == getpid()) {
+      plan.cpu = decidedCpu;
+      plan.reason = "as this process's first communicator";
+    } else {
+      plan = planAutoBind(infos, rank, topology::cpusInBindOrder);
+      decidedBy = getpid();
+      decidedCpu = plan.cpu;
+    }
+  }
   if (!plan.warning.empty() && !warned.exchange(true)) log::warn("{}", plan.warning);
   if (plan.cpu < 0 || !config().autoBind) return;
   cpu_set_t set;

@@ -391,6 +391,51 @@ STRATA_API strataResult_t strataCommSplit(strataComm_t comm, int color, int key,
   return strataSuccess;
 }
 
+STRATA_API strataResult_t strataCommShrink(strataComm_t comm, const int* excludeRanks, int excludeCount,
+                                           strataComm_t* newcomm, const strataConfig_t* config, int shrinkFlags) {
+  // A failed communicator may be shrunk: that is what shrink is for.
+  if (!comm || !isLiveComm(comm)) return report(nullptr, invalidArgument("CommShrink: communicator is not live"));
+  Comm* c = static_cast<Comm*>(comm);
+  Status st;
+  if (!newcomm) st = invalidArgument("CommShrink: newcomm is NULL");
+  else if (shrinkFlags != STRATA_SHRINK_DEFAULT && shrinkFlags != STRATA_SHRINK_ABORT)
+    st = invalidArgument("CommShrink: shrinkFlags {:#x} is neither STRATA_SHRINK_DEFAULT nor STRATA_SHRINK_ABORT",
+                         shrinkFlags);
+  else if (excludeCount < 0 || (excludeCount > 0 && !excludeRanks))
+    st = invalidArgument("CommShrink: {} excluded ranks at {}", excludeCount, static_cast<const void*>(excludeRanks));
+  std::vector<int> exclude;
+  if (st.ok()) exclude.assign(excludeRanks, excludeRanks + excludeCount);
+  std::sort(exclude.begin(), exclude.end());
+  for (size_t i = 0; st.ok() && i < exclude.size(); ++i) {
+    if (exclude[i] < 0 || exclude[i] >= c->nranks())
+      st = invalidArgument("CommShrink: excluded rank {} is not a rank of this {}-rank communicator", exclude[i],
+                           c->nranks());
+    else if (i > 0 && exclude[i] == exclude[i - 1])
+      st = invalidArgument("CommShrink: rank {} is excluded twice", exclude[i]);
+    else if (exclude[i] == c->rank())
+      st = Status(strataInvalidUsage, fmt::format("CommShrink: rank {} excludes itself (excluded ranks do not call "
+                                                  "shrink)", c->rank()));
+  }
+  if (st.ok() && static_cast<int>(exclude.size()) >= c->nranks()) st = invalidArgument("CommShrink: no rank is left");
+  if (!st.ok()) return report(c, st);
+  *newcomm = nullptr;
+  std::unique_ptr<Comm> out;
+  st = c->shrink(exclude, config, shrinkFlags, &out);
+  if (!st.ok()) return report(c, st);
+  registerComm(out.get());
+  *newcomm = out.release();
+  return strataSuccess;
+}
+
+STRATA_API strataResult_t strataCommRevoke(strataComm_t comm, int revokeFlags) {
+  if (!comm || !isLiveComm(comm)) return report(nullptr, invalidArgument("CommRevoke: communicator is not live"));
+  Comm* c = static_cast<Comm*>(comm);
+  if (revokeFlags != STRATA_REVOKE_DEFAULT)
+    return report(c, invalidArgument("CommRevoke: revokeFlags {:#x} must be STRATA_REVOKE_DEFAULT (0)", revokeFlags));
+  c->revoke();
+  return strataSuccess;
+}
+
 STRATA_API strataResult_t strataCommFinalize(strataComm_t comm) {
   Comm* c = nullptr;
   if (!comm || !isLiveComm(comm)) return report(nullptr, invalidArgument("CommFinalize: communicator is not live"));

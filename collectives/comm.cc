@@ -86,14 +86,14 @@ bool ranksOutnumberCpus(const std::vector<RankInfo>& infos, int rank) {
 
 // The communicator modes this rank asks for: STRATA_DETERMINISTIC, or the config's field (read
 // only when the caller's struct is new enough to have it).
-static uint32_t requestedCommFlags(const strataConfig_t* cfg) {
+uint32_t requestedCommFlags(const strataConfig_t* cfg) {
   const bool cfgDet = cfg && cfg->size >= offsetof(strataConfig_t, deterministic) + sizeof(int) &&
                       cfg->deterministic == 1;
   return config().deterministic || cfgDet ? RankInfo::kCommDeterministic : 0;
 }
 
 // The config's timeout in seconds, or 0 when the caller's struct predates the field or leaves it unset.
-static double requestedTimeout(const strataConfig_t* cfg) {
+double requestedTimeout(const strataConfig_t* cfg) {
   const bool has = cfg && cfg->size >= offsetof(strataConfig_t, timeout) + sizeof(double);
   return has && cfg->timeout > 0 ? cfg->timeout : 0;
 }
@@ -229,13 +229,17 @@ Status Comm::failedStatus() {
   return failStatus_;
 }
 
-void Comm::abort() {
+void Comm::abort() { stopCalls("aborted"); }
+
+void Comm::revoke() { stopCalls("revoked"); }
+
+void Comm::stopCalls(const char* what) {
   aborted_.store(true);
   bootstrap_->abort();
   transports_.bell()->ring();
   // Calls in other threads notice within one sleep slice (<= 50 ms) and leave.
   for (int i = 0; i < 400 && activeCalls_.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (failStatus_.ok()) fail(Status(strataAborted, fmt::format("rank {}: communicator aborted", rank_)));
+  fail(Status(strataAborted, fmt::format("rank {}: communicator {}", rank_, what)));  // no-op if it failed before
 }
 
 Status Comm::createPreMulSum(const void* scalar, strataDataType_t dtype, strataRedOp_t* op) {

@@ -41,6 +41,12 @@ class Comm : public strataComm {
                        std::unique_ptr<Comm>* out);
   /// Collective over this comm: builds the sub-communicator of `color` (see strataCommSplit).
   Status split(int color, int key, const strataConfig_t* cfg, std::unique_ptr<Comm>* out);
+  /// The communicator of the ranks not in `exclude` (ascending, distinct, valid, without this
+  /// rank), renumbered in order; made by the survivors alone, through the listener of the lowest
+  /// of them, so it works after peers died. STRATA_SHRINK_ABORT stops this rank's calls first.
+  /// Collective over the survivors, who must pass the same list (a difference is an error naming
+  /// both lists). collectives/comm_shrink.cc.
+  Status shrink(const std::vector<int>& exclude, const strataConfig_t* cfg, int flags, std::unique_ptr<Comm>* out);
   ~Comm();
 
   int rank() const { return rank_; }
@@ -76,6 +82,8 @@ class Comm : public strataComm {
 
   /// Makes pending and future waits return strataAborted; returns once no call is inside.
   void abort();
+  /// As abort, but the communicator stays for destroy and shrink (ncclCommRevoke).
+  void revoke();
   bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
   std::atomic<int>& activeCalls() { return activeCalls_; }
 
@@ -105,6 +113,7 @@ class Comm : public strataComm {
  private:
   Comm() = default;
   Status init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg);
+  void stopCalls(const char* what);
 
   int rank_ = 0, nranks_ = 1;
   bool allLocal_ = true;
@@ -119,7 +128,7 @@ class Comm : public strataComm {
   bool oversubscribed_ = false;
   bool deterministic_ = false;
   double timeoutSec_ = 600;
-  uint64_t splitCount_ = 0;
+  uint64_t splitCount_ = 0, shrinkCount_ = 0;
   std::string name_;
   std::unique_ptr<Bootstrap> bootstrap_;
   CommTransports transports_;
@@ -162,5 +171,9 @@ Status localRankInfo(int rank, int nranks, RankInfo* out);
 /// (each may be bound to its own CPU by its launcher, so one rank's mask alone does not tell).
 /// Waits of oversubscribed ranks yield the core from the first idle poll.
 bool ranksOutnumberCpus(const std::vector<RankInfo>& infos, int rank);
+/// The communicator modes a config (or STRATA_DETERMINISTIC) asks for: RankInfo::kComm* flags.
+uint32_t requestedCommFlags(const strataConfig_t* cfg);
+/// The config's timeout in seconds, or 0 when unset (or the caller's struct predates the field).
+double requestedTimeout(const strataConfig_t* cfg);
 
 }  // namespace strata

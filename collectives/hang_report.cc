@@ -17,6 +17,9 @@
 namespace strata::hang {
 namespace {
 
+// Most ranks a dump may claim (as many as a rendezvous takes): the diagnosis walks every rank.
+constexpr long kMaxRanks = 1L << 22;
+
 std::string orDash(const std::string& s) { return s.empty() ? "-" : s; }
 std::string fromDash(const std::string& s) { return s == "-" ? std::string() : s; }
 
@@ -111,7 +114,7 @@ Status parseOp(const std::map<std::string, std::string>& f, OpEntry* op) {
     while (std::getline(in, w, ',')) {
       size_t colon = w.find(':');
       long peer = 0;
-      if (colon == std::string::npos || !toLong(w.substr(colon + 1), &peer))
+      if (colon == std::string::npos || !toLong(w.substr(colon + 1), &peer) || peer < 0 || peer >= kMaxRanks)
         return invalidArgument("bad wait entry '{}' (send:PEER or recv:PEER)", w);
       op->waits.push_back(Wait{static_cast<int>(peer), w.substr(0, colon) == "send"});
     }
@@ -340,8 +343,9 @@ Status parseDump(const std::string& text, ProcessDump* out) {
       CommDump c;
       c.id = f["id"];
       long rank = -1, nranks = 0;
-      if (c.id.empty() || !toLong(f["rank"], &rank) || !toLong(f["nranks"], &nranks) || rank < 0 || nranks <= rank)
-        return bad("comm needs id=, rank= and nranks= (0 <= rank < nranks)");
+      if (c.id.empty() || !toLong(f["rank"], &rank) || !toLong(f["nranks"], &nranks) || rank < 0 || nranks <= rank ||
+          nranks > kMaxRanks)
+        return bad(fmt::format("comm needs id=, rank= and nranks= (0 <= rank < nranks <= {})", kMaxRanks));
       c.rank = static_cast<int>(rank);
       c.nranks = static_cast<int>(nranks);
       (void)toU64(f["last_seq"], &c.lastSeq);

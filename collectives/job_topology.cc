@@ -136,7 +136,9 @@ topology::CommLayout layoutFromInfos(const std::vector<RankInfo>& infos) {
     places[r].nodeKey = infos[r].nodeHash ? infos[r].nodeHash : infos[r].hostHash;
     places[r].processKey = infos[r].processHash;
     places[r].gpu = infos[r].gpu;
-    places[r].nodeName = infos[r].nodeName[0] ? infos[r].nodeName : infos[r].hostname;
+    // A peer's names need not be terminated: read no further than the arrays.
+    const char* name = infos[r].nodeName[0] ? infos[r].nodeName : infos[r].hostname;
+    places[r].nodeName.assign(name, strnlen(name, sizeof(infos[r].nodeName)));
   }
   const topology::CommLayout plain(places);
   for (size_t r = 0; r < infos.size(); ++r) {

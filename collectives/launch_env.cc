@@ -18,11 +18,6 @@
 namespace strata {
 namespace {
 
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return (v && *v) ? v : nullptr;
-}
-
 bool parseInt(const char* s, int* out) {
   if (!s) return false;
   char* end = nullptr;
@@ -35,31 +30,40 @@ bool parseInt(const char* s, int* out) {
 }  // namespace
 
 std::string firstSlurmHost(const std::string& list) {
+  // Each bracket contributes the first number of its first range; text around and between
+  // brackets is kept ("rack[1-2]-node[01-04]" -> "rack1-node01").
   std::string h;
-  for (size_t i = 0; i < list.size(); ++i) {
-    char c = list[i];
-    if (c == ',') break;
-    if (c == '[') {
-      size_t j = i + 1;
-      while (j < list.size() && list[j] != '-' && list[j] != ',' && list[j] != ']') h += list[j++];
-      break;
+  for (size_t i = 0; i < list.size() && list[i] != ','; ++i) {
+    if (list[i] != '[') {
+      h += list[i];
+      continue;
     }
-    h += c;
+    size_t j = i + 1;
+    while (j < list.size() && list[j] != '-' && list[j] != ',' && list[j] != ']' && list[j] != '[') h += list[j++];
+    i = list.find(']', j);
+    if (i == std::string::npos) break;  // unterminated: what it has
   }
   return h;
 }
 
-Status readLaunchEnv(LaunchInfo* out) {
-  const Config& cfg = config();
-  if (!cfg.uniqueId.empty() && env("STRATA_RANK") && env("STRATA_WORLD_SIZE")) {
+Status parseLaunchVars(const std::function<const char*(const char*)>& lookup, const std::string& uniqueId,
+                       int rootPort, LaunchVars* out) {
+  auto env = [&](const char* name) -> const char* {
+    const char* v = lookup(name);
+    return (v && *v) ? v : nullptr;
+  };
+  if (!uniqueId.empty() && env("STRATA_RANK") && env("STRATA_WORLD_SIZE")) {
     out->source = "strata-run";
     if (!parseInt(env("STRATA_RANK"), &out->rank) || !parseInt(env("STRATA_WORLD_SIZE"), &out->nranks))
       return invalidArgument("STRATA_RANK / STRATA_WORLD_SIZE are not integers");
-    if (!uniqueIdFromHex(cfg.uniqueId, &out->id)) return invalidArgument("STRATA_UNIQUE_ID is not a valid strata id");
+    if (out->nranks < 1 || out->rank >= out->nranks)
+      return invalidArgument("strata-run environment gives rank {} of {}", out->rank, out->nranks);
+    if (!uniqueIdFromHex(uniqueId, &out->id)) return invalidArgument("STRATA_UNIQUE_ID is not a valid strata id");
+    out->haveId = true;
     return OkStatus();
   }
-  std::string jobKey;
-  std::string host;
+  std::string& jobKey = out->jobKey;
+  std::string& host = out->host;
   if (env("RANK") && env("WORLD_SIZE")) {
     out->source = "torchrun";
     parseInt(env("RANK"), &out->rank);
@@ -90,12 +94,30 @@ Status readLaunchEnv(LaunchInfo* out) {
   if (env("MASTER_ADDR")) host = env("MASTER_ADDR");
   if (host.empty())
     return invalidArgument("{}: cannot tell where rank 0 is; set MASTER_ADDR and MASTER_PORT", out->source);
-  int port = 0;
-  if (cfg.rootPort) port = cfg.rootPort;
+  int& port = out->port;
+  if (rootPort) port = rootPort;
   else if (env("MASTER_PORT")) parseInt(env("MASTER_PORT"), &port);
   // Below Linux's ephemeral range (32768+), so an outgoing connection cannot hold the port.
   else port = 20000 + static_cast<int>(topology::hashBytes(jobKey.data(), jobKey.size()) % 12000);
   if (port <= 0 || port > 65535) return invalidArgument("root port {} is out of range", port);
+  return OkStatus();
+}
+
+Status readLaunchEnv(LaunchInfo* out) {
+  const Config& cfg = config();
+  LaunchVars v;
+  STRATA_RETURN_IF_ERROR(parseLaunchVars([](const char* name) { return std::getenv(name); }, cfg.uniqueId,
+                                         cfg.rootPort, &v));
+  out->source = v.source;
+  out->rank = v.rank;
+  out->nranks = v.nranks;
+  if (v.haveId) {
+    out->id = v.id;
+    return OkStatus();
+  }
+  const std::string& host = v.host;
+  const std::string& jobKey = v.jobKey;
+  const int port = v.port;
 
   UniqueIdData d;
   STRATA_RETURN_IF_ERROR(net::resolveHost(host, &d.rootAddr));

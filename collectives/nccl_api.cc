@@ -376,6 +376,42 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
   return fwd(strataCommSplit(S(comm), color, key, S(newcomm), hasConfig ? cfg->get() : nullptr));
 }
 
+NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  const char* fn = "ncclCommShrink";
+  RETURN_IF_FAILED(checkComm(fn, comm));
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, cat(fn, "newcomm is NULL"));
+  if (excludeRanksCount > 0 && excludeRanksList == nullptr)
+    return fail(ncclInvalidArgument, cat(fn, "excludeRanksList is NULL with excludeRanksCount " +
+                                                 std::to_string(excludeRanksCount)));
+  auto cfg = std::make_shared<OwnedConfig>();
+  RETURN_IF_FAILED(convertConfig(fn, config, cfg.get()));
+  const bool hasConfig = config != nullptr;  // no config: the new communicator inherits the parent's
+  const int flags = shrinkFlags == NCCL_SHRINK_ABORT ? STRATA_SHRINK_ABORT
+                    : shrinkFlags == NCCL_SHRINK_DEFAULT ? STRATA_SHRINK_DEFAULT
+                                                         : shrinkFlags;  // strata names the bad value
+  if (tls.groupDepth > 0) {
+    *newcomm = nullptr;
+    std::vector<int> exclude(excludeRanksList, excludeRanksList + std::max(excludeRanksCount, 0));
+    tls.deferred.push_back([=](std::string* msg) {
+      return runCapturing(
+          [&] {
+            return strataCommShrink(S(comm), exclude.data(), excludeRanksCount, S(newcomm),
+                                    hasConfig ? cfg->get() : nullptr, flags);
+          },
+          msg);
+    });
+    return ncclSuccess;
+  }
+  return fwd(strataCommShrink(S(comm), excludeRanksList, excludeRanksCount, S(newcomm),
+                              hasConfig ? cfg->get() : nullptr, flags));
+}
+
+NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+  RETURN_IF_FAILED(checkComm("ncclCommRevoke", comm));
+  return fwd(strataCommRevoke(S(comm), revokeFlags == NCCL_REVOKE_DEFAULT ? STRATA_REVOKE_DEFAULT : revokeFlags));
+}
+
 NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
   int r = static_cast<int>(result);
   if (r < 0 || r >= ncclNumResults) return "unknown result code";

@@ -357,6 +357,16 @@ Status Task::checkPeers() {
   for (uint32_t i = 0; i < st.numOps; ++i)
     if (!transfers_[i].complete && ops_[st.firstOp + i].peer >= 0)
       STRATA_RETURN_IF_ERROR(comm_->conn(ops_[st.firstOp + i].peer)->checkPeer());
+  // A peer of a later step whose communicator failed will not take part in it: fail now rather
+  // than after this step, which may crawl over a slow link or wait on ranks that wait on it.
+  int recent[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  size_t next = 0;
+  for (uint32_t op = st.firstOp + st.numOps; op < ops_.size(); ++op) {
+    const int p = ops_[op].peer;
+    if (p < 0 || std::find(std::begin(recent), std::end(recent), p) != std::end(recent)) continue;
+    recent[next++ % 8] = p;
+    if (Connection* c = comm_->transports().made(p)) STRATA_RETURN_IF_ERROR(c->peerFailed());
+  }
   return strayCallMismatch();
 }
 
@@ -446,12 +456,38 @@ Status runTasks(std::vector<std::vector<Task*>>& lists, RunScratch& scratch) {
     return allDone;
   };
   uint32_t idle = 0;  // consecutive polls without progress; the clock is read every 16th
+  uint32_t busy = 0;  // polls with progress; the clock is read every 4096th
   double idleStart = 0;
+  // The slow path's checks: peers' failures, stray mismatches, and (when `idleSince` >= 0) the timeout.
+  auto checkAll = [&](double now, double idleSince) {
+    for (size_t li = 0; li < lists.size(); ++li) {
+      if (cur[li] >= lists[li].size()) continue;
+      Task* t = lists[li][cur[li]];
+      t->noteWaiting();
+      Status st = t->checkPeers();
+      const double timeout = t->comm()->timeoutSec();
+      if (st.ok() && idleSince >= 0 && now - idleSince > timeout)
+        st = makeError(strataTimeout, "no progress for {} s (STRATA_TIMEOUT or the communicator's timeout)", timeout);
+      if (!st.ok())
+        failList(li, Status(st.code(), fmt::format("rank {}: {} failed: {}", t->comm()->rank(), t->describe(),
+                                                   st.message())));
+    }
+  };
   while (true) {
     bool progressed = false;
     if (step(&progressed)) break;
     if (progressed) {
       idle = 0;
+      // A rank that keeps moving data (a slow link: progress, so never the timeout) still learns
+      // within a second that peers it needs later have failed.
+      if (++busy == 4096) {
+        busy = 0;
+        const double now = net::nowSec();
+        if (now - lastCheck > 1.0) {
+          lastCheck = now;
+          checkAll(now, -1);
+        }
+      }
       continue;
     }
     // Short waits never read the clock: it starts at the 16th idle poll.
@@ -475,18 +511,7 @@ Status runTasks(std::vector<std::vector<Task*>>& lists, RunScratch& scratch) {
     }
     if (now - lastCheck > 0.1) {
       lastCheck = now;
-      for (size_t li = 0; li < lists.size(); ++li) {
-        if (cur[li] >= lists[li].size()) continue;
-        Task* t = lists[li][cur[li]];
-        t->noteWaiting();
-        Status st = t->checkPeers();
-        const double timeout = t->comm()->timeoutSec();
-        if (st.ok() && now - idleStart > timeout)
-          st = makeError(strataTimeout, "no progress for {} s (STRATA_TIMEOUT or the communicator's timeout)", timeout);
-        if (!st.ok())
-          failList(li, Status(st.code(), fmt::format("rank {}: {} failed: {}", t->comm()->rank(), t->describe(),
-                                                     st.message())));
-      }
+      checkAll(now, idleStart);
       continue;
     }
     ws.clear();

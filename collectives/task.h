@@ -49,8 +49,9 @@ class Task {
   Status progress(bool* progressed);
   bool done() const { return started_ && step_ >= steps_.size() && postDone_; }
   void addWaitSources(WaitSet* ws);
-  /// Liveness of the peers the current step waits on, and messages of this collective's number
-  /// that another call sent (a mismatch no receive of this call would see: e.g. other roots).
+  /// Liveness of the peers the current step waits on, failure notices of the peers of its later
+  /// steps (they will not serve them), and messages of this collective's number that another call
+  /// sent (a mismatch no receive of this call would see: e.g. other roots).
   Status checkPeers();
   /// A message of this collective's number from another call, waiting unreceived on an open
   /// connection: the mismatch named at its source (error path and slow path only).

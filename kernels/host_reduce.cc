@@ -35,10 +35,12 @@
 #include "kernels/reduce_fp8_avx512.h"
 #include "kernels/reduce_loops.h"
 
+#ifndef STRATA_KERNELS_X86  // -DSTRATA_KERNELS_X86=0: the portable kernels only (the fuzz build, tests/fuzz)
 #if defined(__x86_64__) || defined(__i386__)
 #define STRATA_KERNELS_X86 1
 #else
 #define STRATA_KERNELS_X86 0
+#endif
 #endif
 
 namespace strata::kernels {

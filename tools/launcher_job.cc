@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -69,6 +70,8 @@ class Job {
   std::vector<Rank> ranks_;
   Stop stop_ = Stop::None;
   int failureCode_ = -1;
+  bool failureBySignal_ = false;  ///< failureCode_ is a rank's death by a signal
+  bool stopSent_ = false;         ///< the launcher has signalled the ranks to stop
   int interruptSig_ = 0;
   std::optional<Clock::time_point> timeoutAt_, killAt_;
   bool dumpsRequested_ = false;
@@ -209,15 +212,20 @@ void Job::handleSignals() {
 }
 
 void Job::reapAll() {
+  // Ranks killed by a signal first: when a rank is killed, its peers fail and may exit before we
+  // get to reap it, and the job's verdict must name the killed rank, not the first peer in rank order.
+  std::vector<std::pair<Rank*, int>> exited;
   for (Rank& r : ranks_) {
     if (!r.alive) continue;
     int status = 0;
     pid_t p;
     do p = waitpid(r.proc.pid, &status, WNOHANG);
     while (p < 0 && errno == EINTR);
-    if (p == r.proc.pid) onExit(r, status);
+    if (p == r.proc.pid) exited.push_back({&r, status});
     else if (p < 0 && errno == ECHILD) r.alive = false;  // cannot happen unless someone reaped it
   }
+  std::stable_partition(exited.begin(), exited.end(), [](const auto& e) { return WIFSIGNALED(e.second); });
+  for (auto& [r, status] : exited) onExit(*r, status);
 }
 
 void Job::onExit(Rank& r, int status) {
@@ -232,8 +240,14 @@ void Job::onExit(Rank& r, int status) {
       say("rank {} killed by signal {}{}", r.rank, signalName(WTERMSIG(status)),
           WCOREDUMP(status) ? " (core dumped)" : "");
     failureCode_ = code;
+    failureBySignal_ = WIFSIGNALED(status);
     stop_ = Stop::Failure;
     terminateAll(Clock::now());
+  } else if (stop_ == Stop::Failure && !stopSent_ && WIFSIGNALED(status)) {
+    // Killed before we stopped anyone (we only asked for dumps): a cause, even if a peer that
+    // failed because of it was reaped first. Its code becomes the job's unless one already is.
+    say("rank {} killed by signal {}{}", r.rank, signalName(WTERMSIG(status)), WCOREDUMP(status) ? " (core dumped)" : "");
+    if (!failureBySignal_) failureCode_ = code, failureBySignal_ = true;
   } else if (stop_ == Stop::Signal && !killAt_) {
     terminateAll(Clock::now());  // interrupted and ranks are going down: do not wait forever
   }
@@ -280,6 +294,7 @@ void Job::sendStop(int sig, Clock::time_point now) {
 }
 
 void Job::signalAll(int sig) {
+  stopSent_ = true;
   for (Rank& r : ranks_) {
     if (r.proc.pid <= 0) continue;
     if (r.alive) kill(r.proc.pid, sig);  // even if it left its process group

@@ -34,8 +34,9 @@ struct JobOptions {
 int blockLauncherSignals();
 
 /// Runs the job to its end and returns the launcher's exit code: 0 when every rank exited 0; the
-/// first failing rank's code (128+signal when killed); 124 on timeout; 128+signal when the
-/// launcher itself was interrupted.
+/// first failing rank's code (128+signal when killed; a rank killed by a signal before the
+/// launcher stopped the others wins over ranks that exited with an error); 124 on timeout;
+/// 128+signal when the launcher itself was interrupted.
 int runJob(const JobOptions& opt, int signalFd);
 
 }  // namespace strata::launcher

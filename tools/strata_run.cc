@@ -14,8 +14,9 @@
 // then are first asked for their op-ring dumps (SIGUSR1), and a failed job ends with the hang
 // report made from them (tools/launcher_dumps.h, collectives/hang_report.h).
 //
-// Exit codes: 0 all ranks exited 0; the first failing rank's code (128+signal if it was killed);
-// 124 timeout; 126/127 the program cannot be executed / was not found; 2 bad usage; 1 the job
+// Exit codes: 0 all ranks exited 0; the first failing rank's code (128+signal if it was killed;
+// a rank killed by a signal before the others were stopped wins over ranks that exited with an
+// error, which are usually its victims); 124 timeout; 126/127 the program cannot be executed / was not found; 2 bad usage; 1 the job
 // could not be set up; 128+signal when the launcher itself was interrupted.
 #include <unistd.h>
 

@@ -27,6 +27,21 @@ using jsonf::member;
 
 constexpr int kVersion = 1;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// What a few bytes of file may make the reader allocate: "count" and every {"type": ...} entry
+// copy a node type, and "ranks_per_node" places that many ranks on every node. 256 MiB of nodes
+// is some 80000 nodes of 8 GPUs and 8 NICs.
+constexpr uint64_t kMaxNodeBytes = uint64_t{256} << 20;
+constexpr int64_t kMaxPlacedRanks = int64_t{1} << 22;  // as many ranks as a rendezvous takes
+
+// A node's size in memory, roughly (what a copy of it costs).
+uint64_t nodeBytes(const Node& n) {
+  uint64_t b = sizeof(Node) + n.hostname.size() + n.source.size();
+  for (const NumaDomain& d : n.numa) b += sizeof(d) + d.cpus.size();
+  for (const Gpu& g : n.gpus) b += sizeof(g) + g.name.size() + g.pciBusId.size() + g.nvlinkPeers.size() * sizeof(int);
+  for (const Nic& c : n.nics)
+    b += sizeof(c) + c.name.size() + c.netdev.size() + c.kind.size() + c.pciBusId.size() + c.ipv4.size();
+  return b;
+}
 
 uint64_t bytesOfGiB(double gib) { return static_cast<uint64_t>(std::llround(gib * kGiB)); }
 
@@ -254,6 +269,12 @@ Status readNodes(const Json& doc, const Reader& r, Cluster* c) {
     STRATA_RETURN_IF_ERROR(jsonf::optString(nodes, "nodes", "hostname_prefix", &prefix));
     Node base;
     STRATA_RETURN_IF_ERROR(nodeOfType(r, nodes["type"], "nodes.type", &base));
+    const uint64_t each = nodeBytes(base) + prefix.size() + 8;
+    if (static_cast<uint64_t>(count) * each > kMaxNodeBytes)
+      return errorAt("nodes.count", fmt::format("{} nodes of this type would take about {} MiB (at most {} MiB): "
+                                                "describe fewer nodes or a smaller type",
+                                                count, static_cast<uint64_t>(count) * each >> 20, kMaxNodeBytes >> 20));
+    c->nodes.reserve(static_cast<size_t>(count));
     for (int i = 0; i < count; ++i) {
       c->nodes.push_back(base);
       c->nodes.back().hostname = prefix + std::to_string(i);
@@ -264,6 +285,7 @@ Status readNodes(const Json& doc, const Reader& r, Cluster* c) {
   STRATA_RETURN_IF_ERROR(jsonf::expectArray(nodes, "nodes"));
   if (nodes.empty()) return errorAt("nodes", "the cluster has no nodes");
   std::map<std::string, size_t> seen;
+  uint64_t bytes = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const std::string p = element("nodes", i);
     const Json& e = nodes[i];
@@ -275,6 +297,9 @@ Status readNodes(const Json& doc, const Reader& r, Cluster* c) {
     STRATA_RETURN_IF_ERROR(jsonf::optString(e, p, "hostname", &n.hostname));
     STRATA_RETURN_IF_ERROR(applyDescription(e, p, r, &n));
     if (n.hostname.empty()) n.hostname = "node" + std::to_string(i);
+    if ((bytes += nodeBytes(n)) > kMaxNodeBytes)
+      return errorAt(p, fmt::format("the nodes up to here take about {} MiB (at most {} MiB)", bytes >> 20,
+                                    kMaxNodeBytes >> 20));
     if (auto [it, fresh] = seen.emplace(n.hostname, i); !fresh)
       return errorAt(member(p, "hostname"),
                      fmt::format("\"{}\" is already the name of nodes[{}]", n.hostname, it->second));
@@ -294,6 +319,9 @@ Status readPlacement(const Json& doc, Cluster* c) {
     STRATA_RETURN_IF_ERROR(jsonf::require(*it, "placement", "ranks_per_node"));
     int ppn = 0;
     STRATA_RETURN_IF_ERROR(jsonf::optInt(*it, "placement", "ranks_per_node", &ppn, 1, 1 << 20));
+    if (static_cast<int64_t>(nnodes) * ppn > kMaxPlacedRanks)
+      return errorAt("placement.ranks_per_node", fmt::format("{} nodes x {} ranks per node is more than {} ranks",
+                                                             nnodes, ppn, kMaxPlacedRanks));
     for (int k = 0; k < nnodes; ++k) c->rankNode.insert(c->rankNode.end(), ppn, k);
     return OkStatus();
   }

@@ -38,8 +38,9 @@ namespace {
 using wire::JoinMsg;
 using wire::JoinReply;
 using wire::kJoinMagic;
+using wire::Hello;
+using wire::kHelloMagic;
 constexpr uint32_t kIdMagic = 0x53545241;    // "STRA"
-constexpr uint32_t kHelloMagic = 0x48454c4f; // "HELO"
 
 struct PartnerAddr {
   uint32_t addr;  // network order
@@ -53,16 +54,6 @@ constexpr size_t kMaxUnauthenticated = 64;
 constexpr double kHelloTimeoutSec = 5;
 // Most ranks a join may claim (the root allocates 12 bytes per rank before they arrive).
 constexpr int kMaxRanks = 1 << 22;
-
-struct Hello {
-  uint32_t magic;
-  uint32_t kind;
-  uint8_t secret[16];
-  uint64_t commTag;
-  int32_t rank;
-  int32_t index;
-};
-static_assert(sizeof(Hello) <= 64);
 
 // Rounds of Bruck's all-gather over n ranks: ceil(log2 n).
 int bruckRounds(int n) {
@@ -162,15 +153,7 @@ void rootServe(int listenFd, UniqueIdData id, bool persistent, int expectNranks)
         ::close(fd);
         return;
       }
-      std::string bad;
-      if (m.nranks < 1 || m.nranks > kMaxRanks)
-        bad = fmt::format("bootstrap: nranks {} is out of range [1, {}]", m.nranks, kMaxRanks);
-      else if (expectNranks > 0 && m.nranks != expectNranks)
-        bad = fmt::format("bootstrap: rank {} claims {} ranks; this job has {}", m.rank, m.nranks, expectNranks);
-      else if (nranks > 0 && m.nranks != nranks)
-        bad = fmt::format("bootstrap: rank {} of {} conflicts with this round ({} ranks)", m.rank, m.nranks, nranks);
-      else if (m.rank < 0 || m.rank >= m.nranks)
-        bad = fmt::format("bootstrap: rank {} is out of range [0, {})", m.rank, m.nranks);
+      std::string bad = wire::joinRefusal(m, expectNranks, nranks);
       if (bad.empty() && nranks < 0) {
         try {
           fds.assign(static_cast<size_t>(m.nranks), -1);
@@ -437,7 +420,7 @@ Status Bootstrap::join(const strataUniqueId& id, int rank, int nranks, RankInfo 
   if (st.ok() && r.status != strataSuccess) {
     std::string msg(std::min<uint32_t>(r.msgLen, 4096), '\0');
     (void)net::recvAll(fd, msg.data(), msg.size(), net::nowSec() + 2, nullptr, rootName);
-    st = Status(static_cast<strataResult_t>(r.status), msg);
+    st = wire::joinReplyError(r, msg);
   } else if (st.ok()) {
     if (r.nranks != nranks) st = internalError("bootstrap root answered with {} ranks, expected {}", r.nranks, nranks);
     std::vector<PartnerAddr> partners(static_cast<size_t>(bruckRounds(nranks)));
@@ -550,11 +533,7 @@ void Bootstrap::serviceHalfOpen() {
     const char* why = nullptr;
     if (broken && h.got < sizeof(Hello)) why = "closed before its hello";
     else if (h.got < sizeof(Hello)) why = "sent no whole hello in time";
-    else if (hello.magic != kHelloMagic || !equalConstantTime(hello.secret, secret_, 16) || hello.commTag != commTag_)
-      why = "did not prove the communicator's secret";
-    else if (hello.rank < 0 || hello.rank >= nranks_ || hello.index < 0 ||
-             hello.index > (1 << 20) || (hello.kind != kRing && hello.kind != kData && hello.kind != kNetOob))
-      why = "sent a hello that names no connection of this communicator";
+    else why = wire::helloProblem(hello, secret_, commTag_, nranks_);
     if (why) {
       noteDropped(&dropped_, fmt::format("rank {}", rank_), std::string("dropped a connection that ") + why);
       net::closeFd(&h.fd);
@@ -741,5 +720,37 @@ Status Bootstrap::barrier() {
   char one = 1;
   return allGather(&one, all.data(), 1);
 }
+
+namespace wire {
+
+std::string joinRefusal(const JoinMsg& m, int expectNranks, int roundNranks) {
+  if (m.nranks < 1 || m.nranks > kMaxRanks)
+    return fmt::format("bootstrap: nranks {} is out of range [1, {}]", m.nranks, kMaxRanks);
+  if (expectNranks > 0 && m.nranks != expectNranks)
+    return fmt::format("bootstrap: rank {} claims {} ranks; this job has {}", m.rank, m.nranks, expectNranks);
+  if (roundNranks > 0 && m.nranks != roundNranks)
+    return fmt::format("bootstrap: rank {} of {} conflicts with this round ({} ranks)", m.rank, m.nranks, roundNranks);
+  if (m.rank < 0 || m.rank >= m.nranks)
+    return fmt::format("bootstrap: rank {} is out of range [0, {})", m.rank, m.nranks);
+  return std::string();
+}
+
+const char* helloProblem(const Hello& h, const uint8_t secret[16], uint64_t commTag, int nranks) {
+  if (h.magic != kHelloMagic || !equalConstantTime(h.secret, secret, 16) || h.commTag != commTag)
+    return "did not prove the communicator's secret";
+  if (h.rank < 0 || h.rank >= nranks || h.index < 0 || h.index > (1 << 20) ||
+      (h.kind != Bootstrap::kRing && h.kind != Bootstrap::kData && h.kind != Bootstrap::kNetOob &&
+       h.kind != Bootstrap::kShrink))
+    return "sent a hello that names no connection of this communicator";
+  return nullptr;
+}
+
+Status joinReplyError(const JoinReply& r, const std::string& msg) {
+  // Only codes the enum has may become one (another value would be undefined behaviour).
+  if (r.status > strataSuccess && r.status < strataNumResults) return Status(static_cast<strataResult_t>(r.status), msg);
+  return remoteError("bootstrap root answered with an unknown status {}: {}", r.status, msg);
+}
+
+}  // namespace wire
 
 }  // namespace strata

@@ -114,11 +114,15 @@ class Bootstrap {
   Status barrier();
   /// Makes blocking bootstrap calls fail fast (abort).
   void abort() { aborted_.store(true); }
+  /// Lets bootstrap calls run again after abort(): a shrink gathers the survivors through the
+  /// listener of a communicator that failed.
+  void resume() { aborted_.store(false); }
   const std::atomic<bool>* abortFlag() const { return &aborted_; }
 
   /// Connection purposes on the shared listener: setup collectives (index: Bruck round), tcp data
-  /// sockets (index: socket), out-of-band sockets of the other network transports.
-  enum Kind : uint32_t { kRing = 1, kData = 2, kNetOob = 3 };
+  /// sockets (index: socket), out-of-band sockets of the other network transports, and the
+  /// survivors' gathering of a shrink (index: the shrink's number; collectives/comm_shrink.cc).
+  enum Kind : uint32_t { kRing = 1, kData = 2, kNetOob = 3, kShrink = 4 };
   /// Connects to `peer`'s listener and introduces itself (kind, index) with the secret. With
   /// `rail` >= 0 the connection leaves through this rank's interface of that rail, to the peer's
   /// address in the same subnet (its primary address if it has none there).

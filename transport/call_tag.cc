@@ -49,8 +49,10 @@ std::string describeCall(const CallTag& t) {
   const CallFields f = decodeCallTag(t);
   if (f.code == kCallSendRecv) return "send/recv";
   const char* op = callOpName(f.op);
-  return formatCall(callCodeName(f.code), f.seq, f.count,
-                    kernels::dtypeName(static_cast<strataDataType_t>(f.dtype)), op ? op : "",
+  // The field has 6 bits, the enum fewer values: a peer's tag may hold any of them.
+  const std::string dtype = f.dtype < strataNumTypes ? kernels::dtypeName(static_cast<strataDataType_t>(f.dtype))
+                                                     : fmt::format("dtype?{}", f.dtype);
+  return formatCall(callCodeName(f.code), f.seq, f.count, dtype, op ? op : "",
                     f.root == kCallNoRoot ? -1L : static_cast<long>(f.root));
 }
 

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <mutex>
@@ -18,16 +19,20 @@ struct Entry {
   std::function<std::string(const Config&)> get;
 };
 
-Status parseDouble(const char* name, const std::string& v, double min, double* out) {
+// A number in [min, max]: NaN, infinities and values beyond max are refused (a timeout of 1e30 s
+// overflows the clocks it is added to).
+Status parseDouble(const char* name, const std::string& v, double min, double max, double* out) {
   char* end = nullptr;
   errno = 0;
   double d = std::strtod(v.c_str(), &end);
-  if (errno != 0 || end == v.c_str() || *end != '\0' || d < min)
-    return invalidArgument("{}='{}' is not a number >= {}", name, v, min);
+  if (errno != 0 || end == v.c_str() || *end != '\0' || !(d >= min && d <= max))
+    return invalidArgument("{}='{}' is not a number in [{}, {}]", name, v, min, max);
   *out = d;
   return OkStatus();
 }
 
+// Digits, optionally followed by K or M. Nothing else: strtoull alone would take " -1" as 2^64-1,
+// and the multiplication must not wrap.
 Status parseSize(const char* name, const std::string& v, size_t min, size_t* out) {
   char* end = nullptr;
   errno = 0;
@@ -35,7 +40,7 @@ Status parseSize(const char* name, const std::string& v, size_t min, size_t* out
   size_t mult = 1;
   if (end && (*end == 'k' || *end == 'K')) mult = 1ull << 10, ++end;
   else if (end && (*end == 'm' || *end == 'M')) mult = 1ull << 20, ++end;
-  if (errno != 0 || end == v.c_str() || *end != '\0' || v[0] == '-' || x * mult < min)
+  if (errno != 0 || v.empty() || v[0] < '0' || v[0] > '9' || *end != '\0' || x > SIZE_MAX / mult || x * mult < min)
     return invalidArgument("{}='{}' is not a size >= {} (plain bytes, or with K/M)", name, v, min);
   *out = x * mult;
   return OkStatus();
@@ -78,10 +83,10 @@ const std::vector<Entry>& entries() {
        },
        [](const Config& c) { return c.transport; }},
       {"STRATA_JOIN_TIMEOUT", "seconds", "how long init waits for every rank to join",
-       [](Config& c, const std::string& v) { return parseDouble("STRATA_JOIN_TIMEOUT", v, 0.001, &c.joinTimeoutSec); },
+       [](Config& c, const std::string& v) { return parseDouble("STRATA_JOIN_TIMEOUT", v, 0.001, 1e9, &c.joinTimeoutSec); },
        [](const Config& c) { return fmt::format("{}", c.joinTimeoutSec); }},
       {"STRATA_TIMEOUT", "seconds", "how long a pending operation waits for a peer before failing",
-       [](Config& c, const std::string& v) { return parseDouble("STRATA_TIMEOUT", v, 0.001, &c.timeoutSec); },
+       [](Config& c, const std::string& v) { return parseDouble("STRATA_TIMEOUT", v, 0.001, 1e9, &c.timeoutSec); },
        [](const Config& c) { return fmt::format("{}", c.timeoutSec); }},
       {"STRATA_LOG_LEVEL", "choice", "stderr log level: error|warn|info|debug|trace",
        [](Config& c, const std::string& v) {
@@ -146,7 +151,7 @@ const std::vector<Entry>& entries() {
        [](Config& c, const std::string& v) { return parseSize("STRATA_TCP_CHUNK_BYTES", v, 4096, &c.tcpChunkBytes); },
        [](const Config& c) { return fmt::format("{}", c.tcpChunkBytes); }},
       {"STRATA_SPIN_US", "microseconds", "busy-poll time before a wait sleeps",
-       [](Config& c, const std::string& v) { return parseDouble("STRATA_SPIN_US", v, 0, &c.spinMicros); },
+       [](Config& c, const std::string& v) { return parseDouble("STRATA_SPIN_US", v, 0, 1e9, &c.spinMicros); },
        [](const Config& c) { return fmt::format("{}", c.spinMicros); }},
       {"STRATA_AUTO_BIND", "bool",
        "ranks started without CPU binding (torchrun, srun without --cpu-bind, a fork loop) bind the thread that "
@@ -188,7 +193,7 @@ const std::vector<Entry>& entries() {
       {"STRATA_VCLUSTER_RAIL_RATE", "bits/s", "rate each rail of a virtual cluster is shaped to (set by strata-run "
        "--rail-rate): the cost model's rail bandwidth",
        [](Config& c, const std::string& v) {
-         return parseDouble("STRATA_VCLUSTER_RAIL_RATE", v, 0, &c.vclusterRailBitsPerSec);
+         return parseDouble("STRATA_VCLUSTER_RAIL_RATE", v, 0, 1e15, &c.vclusterRailBitsPerSec);
        },
        [](const Config& c) { return c.vclusterRailBitsPerSec > 0 ? fmt::format("{}", c.vclusterRailBitsPerSec) : std::string(); }},
       {"STRATA_UNIQUE_ID", "hex", "the job's unique id (set by strata-run; ncclGetUniqueId returns it)",
@@ -407,17 +412,21 @@ State& state() {
 }
 
 Status parseEnv(Config* out) {
+  return parseConfig([](const char* name) { return std::getenv(name); }, out);
+}
+
+}  // namespace
+
+Status parseConfig(const std::function<const char*(const char*)>& lookup, Config* out) {
   Config c;
   for (const Entry& e : entries()) {
-    const char* v = std::getenv(e.name);
+    const char* v = lookup(e.name);
     if (v == nullptr || *v == '\0') continue;
     STRATA_RETURN_IF_ERROR(e.set(c, v));
   }
   *out = c;
   return OkStatus();
 }
-
-}  // namespace
 
 const Config& config() {
   State& s = state();
@@ -451,8 +460,9 @@ Status configStatus() {
   return s.status;
 }
 
-std::vector<ConfigEntry> describeConfig() {
-  const Config& cur = config();
+std::vector<ConfigEntry> describeConfig() { return describeConfig(config()); }
+
+std::vector<ConfigEntry> describeConfig(const Config& cur) {
   Config def;
   std::vector<ConfigEntry> out;
   for (const Entry& e : entries()) out.push_back({e.name, e.type, e.get(def), e.get(cur), e.help});

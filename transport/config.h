@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -85,5 +86,10 @@ Status reloadConfig();
 Status configStatus();
 /// Every entry with its current value, for documentation and `strata-run --config`.
 std::vector<ConfigEntry> describeConfig();
+/// The same for a given configuration (`value`: its value of each entry).
+std::vector<ConfigEntry> describeConfig(const Config& cfg);
+/// The parsing behind config(): each registered variable's value from `lookup` (nullptr or empty:
+/// unset) into a fresh Config. Fails naming the first variable that does not parse.
+Status parseConfig(const std::function<const char*(const char*)>& lookup, Config* out);
 
 }  // namespace strata

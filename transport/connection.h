@@ -72,6 +72,9 @@ class Connection {
   virtual void addWaitSources(WaitSet* ws) = 0;
   /// Liveness check run by waits every ~100 ms: fails if the peer is known dead.
   virtual Status checkPeer() = 0;
+  /// Whether the peer told us that its communicator failed, whatever is posted here (a wait asks
+  /// about peers of later steps of its operation): its failure, or OK when none is known.
+  virtual Status peerFailed() { return OkStatus(); }
   /// True when no transfer is queued.
   virtual bool idle() const = 0;
   /// This rank failed: tell the peer why (best effort) and break the connection so that it stops

@@ -35,6 +35,7 @@ class LazyConnection final : public Connection {
   Status progress(bool* progressed) override;
   void addWaitSources(WaitSet* ws) override;
   Status checkPeer() override { return inner_ ? inner_->checkPeer() : failed_; }
+  Status peerFailed() override { return inner_ ? inner_->peerFailed() : failed_; }
   bool idle() const override { return inner_ ? inner_->idle() : queued_.empty(); }
   void sendFailure(const std::string& reason) override;
   bool peekCallTag(CallTag* tag) override { return inner_ && inner_->peekCallTag(tag); }

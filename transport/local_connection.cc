@@ -244,15 +244,31 @@ void LocalConnection::addWaitSources(WaitSet* ws) {
   ws->bells.push_back(b);
 }
 
+Status LocalConnection::peerFailed() {
+  EndpointHeader* h = theirs_->header();
+  if (h->failed.load(std::memory_order_acquire) != kEndpointFailed) return OkStatus();
+  std::string why(h->failReason, strnlen(h->failReason, sizeof(h->failReason)));
+  return remoteError("rank {} failed: {}", peer_, why.empty() ? "aborted" : why);
+}
+
 Status LocalConnection::checkPeer() {
   EndpointHeader* h = theirs_->header();
-  if (h->failed.load(std::memory_order_acquire)) {
+  const uint32_t state = h->failed.load(std::memory_order_acquire);
+  const bool dead = state == 0 && !pointerMode_ && peerPid_ > 0 && !processAlive(peerPid_);
+  if (state == 0 && !dead) return OkStatus();
+  // What the peer published before it went is still ours to take (its last chunks in our slots,
+  // the tail that completes our send): only transfers it can no longer serve are its failure.
+  const bool posted = !idle();
+  bool progressed = false;
+  STRATA_RETURN_IF_ERROR(progress(&progressed));
+  if (posted && idle()) return OkStatus();
+  if (state == kEndpointLeft)
+    return remoteError("rank {} left: it destroyed its communicator while this rank waits on it", peer_);
+  if (state != 0) {
     std::string why(h->failReason, strnlen(h->failReason, sizeof(h->failReason)));
     return remoteError("rank {} failed: {}", peer_, why.empty() ? "aborted" : why);
   }
-  if (!pointerMode_ && peerPid_ > 0 && !processAlive(peerPid_))
-    return remoteError("rank {} (pid {}) died", peer_, peerPid_);
-  return OkStatus();
+  return remoteError("rank {} (pid {}) died", peer_, peerPid_);
 }
 
 }  // namespace strata

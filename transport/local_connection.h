@@ -27,6 +27,7 @@ class LocalConnection final : public Connection {
   Status progress(bool* progressed) override;
   void addWaitSources(WaitSet* ws) override;
   Status checkPeer() override;
+  Status peerFailed() override;
   bool idle() const override { return sends_.empty() && recvs_.empty(); }
   bool peekCallTag(CallTag* tag) override;
 

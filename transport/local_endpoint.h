@@ -18,6 +18,7 @@
 namespace strata {
 
 constexpr int kMaxLocalSlots = 64;
+constexpr uint32_t kEndpointFailed = 1, kEndpointLeft = 2;  ///< EndpointHeader::failed
 
 /// How a chunk travels: its bytes in the slot, or the sender's address (read directly by a
 /// same-process receiver, or through cross-memory attach, process_vm_readv, by another process).
@@ -63,7 +64,9 @@ struct alignas(64) EndpointHeader {
   uint32_t slots;
   uint64_t slotBytes;
   uint64_t probeAddr;  ///< address of `magic` in the owner's address space (CMA probe)
-  std::atomic<uint32_t> failed;  ///< set when this rank failed or aborted: peers stop waiting on it
+  /// kEndpointFailed when this rank failed or aborted, kEndpointLeft when it destroyed its
+  /// communicator (a peer still waiting on it fails instead of timing out); 0 while it is in it.
+  std::atomic<uint32_t> failed;
   char failReason[1024];         ///< written before `failed` is set (as long as tcp's FAIL notice)
   Doorbell bell;
 };

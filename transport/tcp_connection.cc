@@ -2,9 +2,15 @@
 #include "transport/tcp_connection.h"
 
 #include <errno.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "kernels/host_reduce.h"
@@ -29,7 +35,24 @@ TcpConnection::TcpConnection(int myRank, int peer, std::vector<int> fds, size_t 
 }
 
 TcpConnection::~TcpConnection() {
+  // Leaving (the communicator is destroyed): a peer that still expects data from us reads why
+  // after the data we did send, even if our close then resets the connection.
+  if (!noticeSent_ && broken_.ok()) sendNotice(fmt::format("rank {} left: it destroyed its communicator", me_));
   for (SockState& s : socks_) net::closeFd(&s.fd);
+}
+
+void TcpConnection::sendNotice(const std::string& reason) {
+  noticeSent_ = true;
+  for (SockState& s : socks_) {
+    if (s.fd < 0 || s.sending) continue;
+    // Best effort, never blocking: the peer learns why before it sees the connection close.
+    Header h{kFailMagic, 0, 0, reason.size(), reason.size(), CallTag{}};
+    iovec iov[2] = {{&h, sizeof(h)}, {const_cast<char*>(reason.data()), reason.size()}};
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = 2;
+    (void)::sendmsg(s.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
 }
 
 void TcpConnection::postSend(Transfer* t) {
@@ -47,6 +70,48 @@ void TcpConnection::postRecv(Transfer* t) {
 Status TcpConnection::fail(Status st) {
   if (broken_.ok()) broken_ = st;
   return broken_;
+}
+
+Status TcpConnection::failWithNotice(Status st) {
+  if (!broken_.ok()) return broken_;
+  for (SockState& s : socks_) {
+    std::string why;
+    if (s.fd >= 0 && findFailNotice(s, &why)) return fail(remoteError("rank {} failed: {}", peer_, why));
+  }
+  return fail(std::move(st));
+}
+
+bool TcpConnection::findFailNotice(SockState& s, std::string* why) {
+  // Parse on from where the receive side stands (in a header, or in a chunk's payload), reading
+  // only what already arrived; the connection is broken, so the chunks read past are dropped.
+  Header h = s.recvHdr;
+  size_t have = s.haveHdr ? 0 : s.recvDone;
+  uint64_t skip = s.haveHdr ? s.recvHdr.chunkBytes - s.recvDone : 0;
+  char buf[16384];
+  for (size_t budget = size_t{64} << 20; budget > 0;) {
+    ssize_t r;
+    if (skip > 0) {
+      r = ::recv(s.fd, buf, std::min<uint64_t>(skip, sizeof(buf)), MSG_DONTWAIT);
+      if (r <= 0) return false;
+      skip -= static_cast<uint64_t>(r);
+    } else {
+      r = ::recv(s.fd, reinterpret_cast<char*>(&h) + have, sizeof(Header) - have, MSG_DONTWAIT);
+      if (r <= 0) return false;
+      have += static_cast<size_t>(r);
+      if (have == sizeof(Header)) {
+        have = 0;
+        if (h.magic == kFailMagic) {
+          why->assign(std::min<uint64_t>(h.chunkBytes, 1024), '\0');
+          (void)net::recvAll(s.fd, why->data(), why->size(), net::nowSec() + 1, nullptr, "peer");
+          return true;
+        }
+        if (h.magic != kChunkMagic) return false;
+        skip = h.chunkBytes;
+      }
+    }
+    budget -= std::min(budget, static_cast<size_t>(r));
+  }
+  return false;
 }
 
 bool TcpConnection::locate(Fifo<Posted>& q, uint64_t seq, Transfer** t, size_t* off) {
@@ -76,7 +141,9 @@ Status TcpConnection::progressSend(SockState& s, bool* progressed) {
     }
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return OkStatus();
-      return fail(remoteError("connection to rank {} broke while sending: {}", peer_, strerror(errno)));
+      // A peer that failed and exited resets the connection when our data reaches it; the notice
+      // it sent first may wait in our receive queue, unread because we receive nothing from it now.
+      return failWithNotice(remoteError("connection to rank {} broke while sending: {}", peer_, strerror(errno)));
     }
     s.sendDone += static_cast<size_t>(w);
     *progressed = true;
@@ -179,21 +246,54 @@ Status TcpConnection::progress(bool* progressed) {
   return OkStatus();
 }
 
+// Whether data the kernel still holds for this socket waits on the network rather than on the
+// peer: unsent bytes while the peer's receive window is open (a slow or dead link; a peer that
+// does not read closes its window instead).
+static bool stuckOnTheLink(int fd) {
+  int outq = 0, unsent = 0;
+  if (ioctl(fd, SIOCOUTQ, &outq) != 0 || ioctl(fd, SIOCOUTQNSD, &unsent) != 0 || unsent <= 0) return false;
+  // struct tcp_info is append-only kernel ABI; glibc's copy stops before tcpi_snd_wnd (the peer's
+  // advertised window, bytes), which sits at offset 228 (Linux 5.19 and later).
+  constexpr size_t kSndWndOffset = 228;
+  unsigned char info[256] = {};
+  socklen_t len = sizeof(info);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, info, &len) != 0 || len < kSndWndOffset + sizeof(uint32_t))
+    return false;  // an older kernel: keep the orderly close
+  uint32_t sndWnd = 0, mss = 0;
+  std::memcpy(&sndWnd, info + kSndWndOffset, sizeof(sndWnd));
+  std::memcpy(&mss, info + offsetof(tcp_info, tcpi_snd_mss), sizeof(mss));
+  const uint64_t inFlight = static_cast<uint64_t>(outq - unsent);
+  return sndWnd > inFlight + 2ull * mss;
+}
+
 void TcpConnection::sendFailure(const std::string& reason) {
+  sendNotice(reason);
   for (SockState& s : socks_) {
     if (s.fd < 0) continue;
-    if (!s.sending) {
-      // Best effort, never blocking: the peer learns why before it sees the connection close.
-      Header h{kFailMagic, 0, 0, reason.size(), reason.size(), CallTag{}};
-      iovec iov[2] = {{&h, sizeof(h)}, {const_cast<char*>(reason.data()), reason.size()}};
-      msghdr m{};
-      m.msg_iov = iov;
-      m.msg_iovlen = 2;
-      (void)::sendmsg(s.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
     ::shutdown(s.fd, SHUT_WR);  // not SHUT_RD: data that still arrives would make the kernel reset
                                  // the connection, and the peer lose the notice
+    // Data (and the notice behind it) held back by a crawling link would trickle on to the peer
+    // for minutes after we close, the peer "progressing" instead of failing: then our close
+    // resets the connection (what already arrived stays readable to the peer; the reset follows
+    // it). Data a peer has not read yet leaves as soon as it reads: that close stays orderly.
+    if (stuckOnTheLink(s.fd)) {
+      linger l{1, 0};
+      setsockopt(s.fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    }
   }
+}
+
+Status TcpConnection::peerFailed() {
+  if (!broken_.ok() || !recvs_.empty()) return broken_;  // with receives posted, progress() reads the notice
+  for (SockState& s : socks_) {
+    if (s.fd < 0 || s.haveHdr || s.recvDone) continue;
+    Header h;
+    if (::recv(s.fd, &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(h)) || h.magic != kFailMagic)
+      continue;
+    std::string why;
+    if (findFailNotice(s, &why)) return fail(remoteError("rank {} failed: {}", peer_, why));
+  }
+  return OkStatus();
 }
 
 bool TcpConnection::peekCallTag(CallTag* tag) {

@@ -25,6 +25,7 @@ class TcpConnection final : public Connection {
   Status progress(bool* progressed) override;
   void addWaitSources(WaitSet* ws) override;
   Status checkPeer() override { return broken_; }
+  Status peerFailed() override;
   bool idle() const override { return sends_.empty() && recvs_.empty(); }
   void sendFailure(const std::string& reason) override;
   bool peekCallTag(CallTag* tag) override;
@@ -62,6 +63,12 @@ class TcpConnection final : public Connection {
     std::vector<char> bounce;
   };
   Status fail(Status st);
+  /// `st` for a connection that broke, unless the peer's FAIL notice waits in one of our sockets
+  /// behind data no receive was posted for: then the peer's reason (skipping that data).
+  Status failWithNotice(Status st);
+  bool findFailNotice(SockState& s, std::string* why);
+  /// The FAIL frame with `reason` on every socket not in the middle of a chunk (best effort).
+  void sendNotice(const std::string& reason);
   Status progressSend(SockState& s, bool* progressed);
   Status progressRecv(SockState& s, bool* progressed);
   bool locate(Fifo<Posted>& q, uint64_t seq, Transfer** t, size_t* off);
@@ -74,6 +81,7 @@ class TcpConnection final : public Connection {
   uint64_t sendSeq_ = 0, recvSeq_ = 0;  ///< next sequence number to post
   uint64_t nextAssign_ = 0;             ///< next send chunk to hand to a socket
   Status broken_;
+  bool noticeSent_ = false;  ///< a FAIL frame went out (failure or leaving)
 };
 
 }  // namespace strata

@@ -16,6 +16,13 @@
 namespace strata {
 
 CommTransports::~CommTransports() {
+  if (endpoint_) {
+    // Local peers still waiting on this rank (it destroyed its communicator in the middle of their
+    // collective) fail naming it rather than time out; a failure already recorded stays.
+    uint32_t none = 0;
+    EndpointHeader* h = endpoint_->header();
+    if (h->failed.compare_exchange_strong(none, kEndpointLeft, std::memory_order_acq_rel)) h->bell.ring();
+  }
   lazy_.clear();
   net_.reset();
   if (endpoint_) {
@@ -30,7 +37,7 @@ void CommTransports::markFailed(const std::string& reason) {
     size_t n = std::min(reason.size(), sizeof(h->failReason) - 1);
     memcpy(h->failReason, reason.data(), n);
     h->failReason[n] = '\0';
-    h->failed.store(1, std::memory_order_release);
+    h->failed.store(kEndpointFailed, std::memory_order_release);
     h->bell.ring();
   }
   for (auto& c : lazy_)

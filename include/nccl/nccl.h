@@ -231,6 +231,20 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
 ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                             ncclConfig_t* config);
 
+/* ncclCommShrink flags (NCCL 2.27) and ncclCommRevoke flags. */
+#define NCCL_SHRINK_DEFAULT 0x00 /* the parent is idle */
+#define NCCL_SHRINK_ABORT 0x01   /* stop the parent's ongoing operations first, then shrink */
+#define NCCL_REVOKE_DEFAULT 0x00
+/** The communicator of the ranks not in excludeRanksList, renumbered in order; collective over
+ *  those ranks only, so it works after the excluded ones died. */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                            ncclConfig_t* config, int shrinkFlags);
+ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                             ncclConfig_t* config, int shrinkFlags);
+/** Stops every in-flight operation of comm; afterwards it may be destroyed or shrunk. */
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
+ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
+
 /** A static text for a status code. */
 const char* ncclGetErrorString(ncclResult_t result);
 const char* pncclGetErrorString(ncclResult_t result);

@@ -126,6 +126,25 @@ strataResult_t strataCommInitFromEnv(strataComm_t* comm, const strataConfig_t* c
 strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm_t* newcomm,
                                const strataConfig_t* config);
 
+/** Shrink flags. DEFAULT: the parent is idle (no call of this rank inside it). ABORT: first stop
+ *  this rank's calls inside the parent (as strataCommRevoke), for a parent that failed or hangs. */
+#define STRATA_SHRINK_DEFAULT 0x00
+#define STRATA_SHRINK_ABORT 0x01
+/** Makes the communicator of the ranks of `comm` not in `excludeRanks` (dead or leaving), renumbered
+ *  in their old order. Collective over the survivors only: the excluded ranks take no part, so it
+ *  works after they died, and after `comm` failed. Every survivor passes the same list (in any
+ *  order; a difference is an error naming both lists); a survivor that does not take part makes it
+ *  fail within the join timeout (or config->timeout). config == NULL: the new communicator keeps
+ *  the parent's timeout and deterministic mode. The parent stays as it was (usable if it was
+ *  healthy, STRATA_SHRINK_DEFAULT) and must still be destroyed. */
+strataResult_t strataCommShrink(strataComm_t comm, const int* excludeRanks, int excludeCount,
+                                strataComm_t* newcomm, const strataConfig_t* config, int shrinkFlags);
+/** Stops every call of this rank inside `comm` (they return strataAborted), tells its peers (their
+ *  calls in it fail promptly), and leaves it revoked: collectives on it fail, while destroy and
+ *  shrink may proceed. revokeFlags must be STRATA_REVOKE_DEFAULT. */
+#define STRATA_REVOKE_DEFAULT 0x00
+strataResult_t strataCommRevoke(strataComm_t comm, int revokeFlags);
+
 /** Waits for outstanding work, then frees; after this `comm` may only be destroyed. */
 strataResult_t strataCommFinalize(strataComm_t comm);
 /** Frees the communicator. Not collective: returns even if peers are gone. */

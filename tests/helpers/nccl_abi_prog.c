@@ -864,6 +864,36 @@ static void runSplitChecks(Driver* D) {
   checkAllReduceWorks(D, sub, subRank, m, "ncclAllReduce on the non-blocking split comm");
   for (int l = 0; l < D->L; ++l)
     if (sub[l]) expectRes(&D->r[l], ncclCommDestroy(sub[l]), ncclSuccess, "ncclCommDestroy split comm 2");
+
+  /* Shrink without rank 0 (NCCL 2.27; older NVIDIA headers lack it): rank 0 takes no part; the
+   * others renumber from 0. */
+#ifdef NCCL_SHRINK_DEFAULT
+  if (n > 1) {
+    int excluded[1] = {0};
+    groupBegin(D);
+    for (int l = 0; l < D->L; ++l) {
+      sub[l] = NULL;
+      subRank[l] = D->r[l].rank - 1;
+      if (D->r[l].rank == 0) continue;
+      expectRes(&D->r[l], ncclCommShrink(D->r[l].comm, excluded, 1, &sub[l], NULL, NCCL_SHRINK_DEFAULT), ncclSuccess,
+                "ncclCommShrink without rank 0");
+    }
+    groupEnd(D, "ncclCommShrink");
+    for (int l = 0; l < D->L; ++l) {
+      Rank* R = &D->r[l];
+      int cnt = -1, rk = -1;
+      if (R->rank == 0) continue;
+      if (!sub[l]) { failf(R, "ncclCommShrink: no communicator returned"); continue; }
+      ncclCommCount(sub[l], &cnt);
+      ncclCommUserRank(sub[l], &rk);
+      if (cnt != n - 1 || rk != R->rank - 1) failf(R, "ncclCommShrink: size/rank %d/%d, expected %d/%d", cnt, rk, n - 1, R->rank - 1);
+      else pass(R);
+    }
+    checkAllReduceWorks(D, sub, subRank, n - 1, "ncclAllReduce on the shrunk comm");
+    for (int l = 0; l < D->L; ++l)
+      if (sub[l]) expectRes(&D->r[l], ncclCommDestroy(sub[l]), ncclSuccess, "ncclCommDestroy shrunk comm");
+  }
+#endif
 }
 
 /* ---- setup and modes ---------------------------------------------------------------------------- */

@@ -56,6 +56,17 @@ double moveValue(strataDataType_t t, int r, size_t i) {
   }
 }
 
+double roundToType(strataDataType_t t, double v) {
+  alignas(8) unsigned char tmp[8];
+  storeValue(t, tmp, 0, v);
+  return loadValue(t, tmp, 0);
+}
+
+bool valueMatches(strataDataType_t t, int op, double got, double expect) {
+  if (op == strataAvg && !isIntType(t)) return std::fabs(got - expect) <= typeEpsilon(t) * std::fabs(expect) * 2 + 1e-12;
+  return got == roundToType(t, expect);
+}
+
 namespace {
 
 
@@ -209,14 +220,9 @@ void checkCollective(strataComm_t comm, CollType coll, strataDataType_t t, int o
   // Expected values for this rank's output.
   auto check = [&](const void* base, size_t i, double expect, size_t outIndex) -> bool {
     double got = loadValue(t, base, i);
-    Buf tmp;
-    tmp.init(t, 1);
-    storeValue(t, tmp.at(0), 0, expect);
-    double exact = loadValue(t, tmp.at(0), 0);
-    bool good = (op == strataAvg && !isIntType(t))
-                    ? std::fabs(got - expect) <= typeEpsilon(t) * std::fabs(expect) * 2 + 1e-12
-                    : got == exact;
-    if (!good) rep->fail(fmt::format("{}: element {} is {} but should be {}", label, outIndex, got, exact));
+    bool good = valueMatches(t, op, got, expect);
+    if (!good)
+      rep->fail(fmt::format("{}: element {} is {} but should be {}", label, outIndex, got, roundToType(t, expect)));
     return good;
   };
   bool good = true;

@@ -31,6 +31,12 @@ double reduceInput(int op, int r, size_t i, strataDataType_t t);
 double reduceExpect(int op, int n, size_t i, strataDataType_t t);
 /// Distinct values for data-movement collectives, exact in the dtype.
 double moveValue(strataDataType_t t, int r, size_t i);
+/// `v` rounded to the dtype (stored as a `t` element and read back).
+double roundToType(strataDataType_t t, double v);
+/// Whether `got`, read from a `t` element, is the result `expect` of reduceExpect with `op` (any
+/// op for data movement): equal to `expect` rounded to the type, or for a floating-point average
+/// within two roundings of it.
+bool valueMatches(strataDataType_t t, int op, double got, double expect);
 
 /// Runs one collective on `comm` and checks this rank's result. Collective over the comm: every
 /// rank must call it with the same arguments.
