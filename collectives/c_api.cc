@@ -398,8 +398,10 @@ STRATA_API strataResult_t strataCommShrink(strataComm_t comm, const int* exclude
   Comm* c = static_cast<Comm*>(comm);
   Status st;
   if (!newcomm) st = invalidArgument("CommShrink: newcomm is NULL");
-  else if (shrinkFlags != STRATA_SHRINK_DEFAULT && shrinkFlags != STRATA_SHRINK_ABORT)
-    st = invalidArgument("CommShrink: shrinkFlags {:#x} is neither STRATA_SHRINK_DEFAULT nor STRATA_SHRINK_ABORT",
+  else if ((shrinkFlags & ~STRATA_SHRINK_DETECT) != STRATA_SHRINK_DEFAULT &&
+           (shrinkFlags & ~STRATA_SHRINK_DETECT) != STRATA_SHRINK_ABORT)
+    st = invalidArgument("CommShrink: shrinkFlags {:#x} is neither STRATA_SHRINK_DEFAULT nor STRATA_SHRINK_ABORT "
+                         "(either may add STRATA_SHRINK_DETECT)",
                          shrinkFlags);
   else if (excludeCount < 0 || (excludeCount > 0 && !excludeRanks))
     st = invalidArgument("CommShrink: {} excluded ranks at {}", excludeCount, static_cast<const void*>(excludeRanks));

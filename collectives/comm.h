@@ -45,7 +45,8 @@ class Comm : public strataComm {
   /// rank), renumbered in order; made by the survivors alone, through the listener of the lowest
   /// of them, so it works after peers died. STRATA_SHRINK_ABORT stops this rank's calls first.
   /// Collective over the survivors, who must pass the same list (a difference is an error naming
-  /// both lists). collectives/comm_shrink.cc.
+  /// both lists), or with STRATA_SHRINK_DETECT each what it knows, and dead ranks are found.
+  /// collectives/comm_shrink.cc.
   Status shrink(const std::vector<int>& exclude, const strataConfig_t* cfg, int flags, std::unique_ptr<Comm>* out);
   ~Comm();
 

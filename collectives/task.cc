@@ -343,6 +343,15 @@ void Task::noteFailed(const Status& st) {
   ringOpen_ = false;
 }
 
+void Task::abandonTransfers() {
+  if (step_ >= steps_.size() || !stepPosted_) return;  // earlier steps' transfers all completed
+  const Schedule::Step& st = steps_[step_];
+  for (uint32_t i = 0; i < st.numOps; ++i) {
+    const ROp& op = ops_[st.firstOp + i];
+    if (!transfers_[i].complete && op.peer >= 0) comm_->conn(op.peer)->abandonTransfers();
+  }
+}
+
 void Task::addWaitSources(WaitSet* ws) {
   if (step_ >= steps_.size() || !stepPosted_) return;
   const Schedule::Step& st = steps_[step_];
@@ -421,6 +430,7 @@ Status runTasks(std::vector<std::vector<Task*>>& lists, RunScratch& scratch) {
     Task* t = lists[li][cur[li]];
     Comm* c = t->comm();
     t->noteFailed(st);
+    t->abandonTransfers();  // the caller may free its buffers once we return
     c->fail(st);
     if (first.ok()) first = st;
     cur[li] = lists[li].size();

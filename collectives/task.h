@@ -62,6 +62,9 @@ class Task {
   /// and the failure.
   void noteWaiting();
   void noteFailed(const Status& st);
+  /// On failure, before the call returns: no peer or transport touches this task's buffers any
+  /// more (Connection::abandonTransfers), so the caller may free them.
+  void abandonTransfers();
   Comm* comm() const { return comm_; }
 
  private:

@@ -50,6 +50,12 @@ struct Guarded {
   std::vector<unsigned char> mem;
 };
 
+// memcpy and memcmp must not get a null pointer, even for 0 bytes (an empty vector's data() may be).
+void copyBytes(void* dst, const void* src, size_t n) {
+  if (n) std::memcpy(dst, src, n);
+}
+bool sameBytes(const void* a, const void* b, size_t n) { return n == 0 || std::memcmp(a, b, n) == 0; }
+
 std::vector<sk::HostIsa> variants() {
   std::vector<sk::HostIsa> v{sk::HostIsa::Generic};
   if (sk::hostIsaBest() != sk::HostIsa::Generic) v.push_back(sk::HostIsa::Avx2);  // AVX-512 machines have AVX2
@@ -72,9 +78,9 @@ TEST(ConsumeCopy, EqualsMemcpyAndStaysInsideItsSource) {
         SCOPED_TRACE(testing::Message() << sk::hostIsaName(isa) << " bytes " << n << " skew " << skew);
         const std::vector<unsigned char> want = pattern(n, static_cast<unsigned>(n + skew));
         Guarded src(n, skew), dst(n, (skew * 3) % 64);
-        std::memcpy(src.data(), want.data(), n);
+        copyBytes(src.data(), want.data(), n);
         sk::consumeCopy(dst.data(), src.data(), n);
-        EXPECT_EQ(0, std::memcmp(dst.data(), want.data(), n));
+        EXPECT_TRUE(sameBytes(dst.data(), want.data(), n));
         EXPECT_TRUE(dst.guardsIntact());
         EXPECT_TRUE(src.guardsIntact()) << "wrote outside the consumed source";
       }
@@ -104,11 +110,11 @@ TEST(ConsumeReduce, EqualsReduceForEveryTypeClass) {
             std::vector<unsigned char> want(n);
             sk::reduce(want.data(), a.data(), b.data(), count, t, op);
             Guarded src(n, es % 64), dst(n, 0);
-            std::memcpy(src.data(), b.data(), n);
-            std::memcpy(dst.data(), a.data(), n);
+            copyBytes(src.data(), b.data(), n);
+            copyBytes(dst.data(), a.data(), n);
             const void* opA = aliasA ? static_cast<const void*>(dst.data()) : a.data();
             sk::consumeReduce(dst.data(), opA, src.data(), count, t, op);
-            EXPECT_EQ(0, std::memcmp(dst.data(), want.data(), n));
+            EXPECT_TRUE(sameBytes(dst.data(), want.data(), n));
             EXPECT_TRUE(dst.guardsIntact());
             EXPECT_TRUE(src.guardsIntact()) << "wrote outside the consumed source";
           }

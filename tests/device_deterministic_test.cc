@@ -292,7 +292,7 @@ TEST(DeviceDeterministicFault, AbortFlagStopsTheTreeStep) {
     ASSERT_TRUE(planDeviceCollective(c.params(0), call, &perRank[0]).ok());
     std::thread raiser([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      c.abort_ = 1;
+      __atomic_store_n(&c.abort_, 1u, __ATOMIC_RELEASE);  // blocks poll it (dev::loadVolatile32)
     });
     EXPECT_FALSE(c.run(perRank)) << proto;
     raiser.join();

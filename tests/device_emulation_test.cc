@@ -303,7 +303,7 @@ TEST(DeviceEmulationFault, AbortFlagStopsWaitingBlocks) {
   std::vector<std::vector<DevLaunch>> perRank = {launches, {}};
   std::thread raiser([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    c.abort_ = 1;
+    __atomic_store_n(&c.abort_, 1u, __ATOMIC_RELEASE);  // blocks poll it (dev::loadVolatile32)
   });
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_FALSE(c.run(perRank));

@@ -123,7 +123,7 @@ class ProxyCluster {
   void expectHealthy() {
     for (int r = 0; r < n_; ++r) {
       EXPECT_TRUE(rank(r).proxyFailure().ok()) << "rank " << r << ": " << rank(r).proxyFailure().message();
-      EXPECT_EQ(rank(r).abort, 0u) << "rank " << r;
+      EXPECT_EQ(__atomic_load_n(&rank(r).abort, __ATOMIC_ACQUIRE), 0u) << "rank " << r;
     }
   }
   std::string algo = "auto";
@@ -444,7 +444,7 @@ TEST(DeviceProxyFault, PeerThatDiesMidTransferFailsTheOthers) {
   auto res = longAllReduce(c, [&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     c.rank(1).proxy->simulateDeath();
-    c.rank(1).abort = 1;  // its kernels stop (nobody else learns of it)
+    __atomic_store_n(&c.rank(1).abort, 1u, __ATOMIC_RELEASE);  // its kernels stop (nobody else learns of it)
     // Its sockets close once its blocks are gone (they may touch the shadows till then).
     while (c.rank(1).busy) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     death = Clock::now();
@@ -466,7 +466,7 @@ TEST(DeviceProxyFault, PeerThatAbortsFailsEveryRankWithinTheTimeout) {
   auto res = longAllReduce(c, [&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     abortAt = Clock::now();
-    c.rank(2).abort = 1;
+    __atomic_store_n(&c.rank(2).abort, 1u, __ATOMIC_RELEASE);
   });
   for (int r = 0; r < 4; ++r) {
     EXPECT_FALSE(res[r].ok) << "rank " << r;
@@ -485,7 +485,7 @@ TEST(DeviceProxyFault, PeerThatLeftIsAnErrorOnlyWhenSentTo) {
   c.rank(1).proxy.reset();  // drains, says goodbye, closes
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_TRUE(c.rank(0).proxyFailure().ok()) << c.rank(0).proxyFailure().message();
-  EXPECT_EQ(c.rank(0).abort, 0u);
+  EXPECT_EQ(__atomic_load_n(&c.rank(0).abort, __ATOMIC_ACQUIRE), 0u);
   // Rank 0 now sends to the rank that left: an error, not a hang.
   std::vector<char> buf(64 << 10, 1);  // more than the 8 slots the kernel may fill without credits
   std::vector<DevP2P> ops = {{true, buf.data(), buf.size(), 1}};

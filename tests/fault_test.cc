@@ -10,8 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -224,6 +226,25 @@ TEST(Timeout, SilentPeerTimesOutNamingIt) {
   EXPECT_NE(msg.find("no progress for 1 s"), std::string::npos) << msg;
   // The peer arriving late sees the failure instead of hanging.
   EXPECT_NE(strataAllReduce(buf.data(), buf.data(), buf.size(), strataFloat32, strataSum, comms[1]), strataSuccess);
+  for (auto c : comms) strataCommDestroy(c);
+}
+
+// Thread ranks read each other's send buffers in place. A call that failed returns, and its caller
+// may reuse or free the buffers at once: a peer arriving late must not read them (the failing
+// sender retracts what it published; under ASan a read of the freed buffer was a use after free).
+TEST(Timeout, LatePeerDoesNotReadTheBuffersOfAFailedSend) {
+  ScopedEnv timeout("STRATA_TIMEOUT", "1");
+  std::vector<strataComm_t> comms(2);
+  ASSERT_EQ(strataCommInitAll(comms.data(), 2), strataSuccess);
+  auto sent = std::make_unique<std::vector<float>>(1 << 16, 1.0f);
+  EXPECT_EQ(strataSend(sent->data(), sent->size(), strataFloat32, 1, comms[0]), strataTimeout);
+  std::fill(sent->begin(), sent->end(), -1.0f);  // the caller reuses its buffer...
+  std::vector<float> got(sent->size(), 0.0f);
+  const double start = now();
+  EXPECT_NE(strataRecv(got.data(), got.size(), strataFloat32, 0, comms[1]), strataSuccess);
+  EXPECT_LT(now() - start, 4.0);
+  EXPECT_EQ(std::count(got.begin(), got.end(), 0.0f), static_cast<long>(got.size())) << "read the failed send's buffer";
+  sent.reset();  // ...or frees it
   for (auto c : comms) strataCommDestroy(c);
 }
 

@@ -23,8 +23,15 @@ void* operator new(size_t n) {
   if (!p) throw std::bad_alloc();
   return p;
 }
+// The nothrow form too (std::stable_sort's buffer uses it): AddressSanitizer's runtime brings its
+// own, which does not call the new above, and its blocks would come back through the free() below.
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  if (gCounting.load(std::memory_order_relaxed)) gAllocs.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n ? n : 1);
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 using namespace strata::testing;
 

@@ -2,12 +2,14 @@
 // surviving ranks without the excluded ones taking part (after a rank was SIGKILLed, with local
 // and tcp transports, as processes), on a healthy parent (threads; the parent stays usable),
 // after strataCommRevoke stopped a collective in flight; survivors that pass different lists or a
-// survivor that never comes get an error, not a hang; bad arguments are named.
+// survivor that never comes get an error, not a hang; bad arguments are named. With
+// STRATA_SHRINK_DETECT the survivors find the dead ranks themselves.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -47,14 +49,14 @@ constexpr int kShrunkOk = 0, kNoError = 10, kInitFailed = 11, kShrinkFailed = 12
 
 class KilledRankThenShrink : public ::testing::TestWithParam<const char*> {};
 
-// Four processes; rank 2 dies by SIGKILL after two all-reduces. The survivors see the error,
-// shrink without rank 2 (STRATA_SHRINK_ABORT) and go on as ranks 0, 1, 2 of three.
-TEST_P(KilledRankThenShrink, SurvivorsGoOnAsAThreeRankCommunicator) {
-  ScopedEnv transport("STRATA_TRANSPORT", GetParam());
-  ScopedEnv timeout("STRATA_TIMEOUT", "20");
-  const int n = 4, victim = 2;
+/// `n` processes; the `victims` die by SIGKILL after two all-reduces. Each survivor sees the
+/// error, shrinks (STRATA_SHRINK_ABORT | `flags`) without excludeOf(its rank), and goes on as its
+/// rank among the survivors. Returns each rank's exit code (128 + signal for a victim).
+std::vector<int> killThenShrink(int n, const std::vector<int>& victims,
+                                const std::function<std::vector<int>(int)>& excludeOf, int flags) {
+  auto isVictim = [&](int r) { return std::find(victims.begin(), victims.end(), r) != victims.end(); };
   strataUniqueId id;
-  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+  EXPECT_EQ(strataGetUniqueId(&id), strataSuccess);
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
@@ -64,22 +66,27 @@ TEST_P(KilledRankThenShrink, SurvivorsGoOnAsAThreeRankCommunicator) {
       if (strataCommInitRank(&comm, n, id, r) != strataSuccess) _exit(kInitFailed);
       std::vector<float> buf(1 << 18, 1.0f);
       for (int i = 0; i < 2; ++i) strataAllReduce(buf.data(), buf.data(), buf.size(), strataFloat32, strataSum, comm);
-      if (r == victim) raise(SIGKILL);
+      if (isVictim(r)) raise(SIGKILL);
       bool failed = false;
       for (int i = 0; i < 100000 && !failed; ++i)
         failed = strataAllReduce(buf.data(), buf.data(), buf.size(), strataFloat32, strataSum, comm) != strataSuccess;
       if (!failed) _exit(kNoError);
-      const int excluded[] = {victim};
+      const std::vector<int> excluded = excludeOf(r);
       strataComm_t shrunk = nullptr;
       const double t0 = now();
-      if (strataCommShrink(comm, excluded, 1, &shrunk, nullptr, STRATA_SHRINK_ABORT) != strataSuccess) {
+      if (strataCommShrink(comm, excluded.data(), static_cast<int>(excluded.size()), &shrunk, nullptr,
+                           STRATA_SHRINK_ABORT | flags) != strataSuccess) {
         fprintf(stderr, "rank %d: shrink failed: %s\n", r, strataGetLastError(comm));
         _exit(kShrinkFailed);
       }
-      int sn = 0, sr = 0;
+      int sn = 0, sr = 0, below = 0;
       strataCommCount(shrunk, &sn);
       strataCommUserRank(shrunk, &sr);
-      if (sn != 3 || sr != (r < victim ? r : r - 1)) _exit(kWrongShape);
+      for (int v : victims) below += v < r;
+      if (sn != n - static_cast<int>(victims.size()) || sr != r - below) {
+        fprintf(stderr, "rank %d: shrunk to rank %d of %d\n", r, sr, sn);
+        _exit(kWrongShape);
+      }
       std::string why;
       if (!allReduceWorks(shrunk, &why)) {
         fprintf(stderr, "rank %d: the shrunk communicator does not work: %s\n", r, why.c_str());
@@ -92,12 +99,35 @@ TEST_P(KilledRankThenShrink, SurvivorsGoOnAsAThreeRankCommunicator) {
     }
     pids.push_back(pid);
   }
+  std::vector<int> codes;
   for (int r = 0; r < n; ++r) {
     int st = 0;
-    ASSERT_EQ(waitpid(pids[r], &st, 0), pids[r]);
-    const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    EXPECT_EQ(code, r == victim ? 128 + SIGKILL : kShrunkOk) << "rank " << r;
+    EXPECT_EQ(waitpid(pids[r], &st, 0), pids[r]);
+    codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
   }
+  return codes;
+}
+
+// Four processes; rank 2 dies. The survivors name it, shrink and go on as ranks 0, 1, 2 of three.
+TEST_P(KilledRankThenShrink, SurvivorsGoOnAsAThreeRankCommunicator) {
+  ScopedEnv transport("STRATA_TRANSPORT", GetParam());
+  ScopedEnv timeout("STRATA_TIMEOUT", "20");
+  const std::vector<int> codes = killThenShrink(4, {2}, [](int) { return std::vector<int>{2}; }, 0);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(codes[r], r == 2 ? 128 + SIGKILL : kShrunkOk) << "rank " << r;
+}
+
+// Five processes; ranks 0 (the one that would gather the shrink) and 3 die. With
+// STRATA_SHRINK_DETECT the survivors need not know who: rank 4 names rank 3, ranks 1 and 2 name
+// nobody. They find both dead and go on as ranks 0, 1, 2 of three, promptly.
+TEST_P(KilledRankThenShrink, WithDetectSurvivorsThatKnowLittleFindTheDead) {
+  ScopedEnv transport("STRATA_TRANSPORT", GetParam());
+  ScopedEnv timeout("STRATA_TIMEOUT", "20");
+  const double t0 = now();
+  const std::vector<int> codes =
+      killThenShrink(5, {0, 3}, [](int r) { return r == 4 ? std::vector<int>{3} : std::vector<int>{}; },
+                     STRATA_SHRINK_DETECT);
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(codes[r], r == 0 || r == 3 ? 128 + SIGKILL : kShrunkOk) << "rank " << r;
+  EXPECT_LT(now() - t0, 15.0) << "the 20 s timeouts were waited out";
 }
 
 INSTANTIATE_TEST_SUITE_P(Transport, KilledRankThenShrink, ::testing::Values("local", "tcp"));
@@ -206,6 +236,62 @@ TEST(Shrink, ASurvivorThatNeverComesIsAnErrorWithinTheTimeout) {
   for (strataComm_t c : comms) strataCommDestroy(c);
 }
 
+// With STRATA_SHRINK_DETECT a rank that is alive but does not come is left out at the timeout:
+// the others go on without it.
+TEST(Shrink, WithDetectASurvivorThatNeverComesIsLeftOutAtTheTimeout) {
+  const int n = 4;
+  std::vector<strataComm_t> comms(n);
+  ASSERT_EQ(strataCommInitAll(comms.data(), n), strataSuccess);
+  strataConfig_t cfg;
+  strataConfigInit(&cfg);
+  cfg.timeout = 2;
+  std::vector<strataComm_t> shrunk(n, nullptr);
+  const double t0 = now();
+  onThreads(3, [&](int r) {  // rank 3 is alive but does not call shrink
+    ASSERT_EQ(strataCommShrink(comms[r], nullptr, 0, &shrunk[r], &cfg, STRATA_SHRINK_DETECT), strataSuccess)
+        << "rank " << r << ": " << strataGetLastError(comms[r]);
+    int sn = 0, sr = -1;
+    strataCommCount(shrunk[r], &sn);
+    strataCommUserRank(shrunk[r], &sr);
+    EXPECT_EQ(sn, 3);
+    EXPECT_EQ(sr, r);
+    std::string why;
+    EXPECT_TRUE(allReduceWorks(shrunk[r], &why)) << why;
+  });
+  EXPECT_LT(now() - t0, 10.0);
+  for (strataComm_t c : shrunk)
+    if (c) strataCommDestroy(c);
+  for (strataComm_t c : comms) strataCommDestroy(c);
+}
+
+// A survivor that another names as dead is told so; the others go on without it.
+TEST(Shrink, WithDetectARankNamedDeadByAnotherIsToldSo) {
+  const int n = 3;
+  std::vector<strataComm_t> comms(n);
+  ASSERT_EQ(strataCommInitAll(comms.data(), n), strataSuccess);
+  std::vector<strataComm_t> shrunk(n, nullptr);
+  std::vector<strataResult_t> rc(n);
+  onThreads(n, [&](int r) {
+    const std::vector<int> ex = r == 1 ? std::vector<int>{2} : std::vector<int>{};  // rank 1 thinks 2 died
+    rc[r] = strataCommShrink(comms[r], ex.data(), static_cast<int>(ex.size()), &shrunk[r], nullptr, STRATA_SHRINK_DETECT);
+  });
+  EXPECT_EQ(rc[0], strataSuccess) << strataGetLastError(comms[0]);
+  EXPECT_EQ(rc[1], strataSuccess) << strataGetLastError(comms[1]);
+  EXPECT_EQ(rc[2], strataInvalidUsage);
+  EXPECT_NE(std::string(strataGetLastError(comms[2])).find("another survivor excludes it"), std::string::npos)
+      << strataGetLastError(comms[2]);
+  onThreads(2, [&](int r) {
+    int sn = 0;
+    strataCommCount(shrunk[r], &sn);
+    EXPECT_EQ(sn, 2);
+    std::string why;
+    EXPECT_TRUE(allReduceWorks(shrunk[r], &why)) << why;
+  });
+  for (strataComm_t c : shrunk)
+    if (c) strataCommDestroy(c);
+  for (strataComm_t c : comms) strataCommDestroy(c);
+}
+
 TEST(Shrink, BadArgumentsAreNamedAndChangeNothing) {
   const int n = 2;
   std::vector<strataComm_t> comms(n);
@@ -223,6 +309,7 @@ TEST(Shrink, BadArgumentsAreNamedAndChangeNothing) {
       {{1, 1}, STRATA_SHRINK_DEFAULT, strataInvalidArgument, "rank 1 is excluded twice"},
       {{0}, STRATA_SHRINK_DEFAULT, strataInvalidUsage, "rank 0 excludes itself"},
       {{}, 7, strataInvalidArgument, "shrinkFlags 0x7"},
+      {{}, STRATA_SHRINK_DETECT | 2, strataInvalidArgument, "shrinkFlags 0x102"},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(strataCommShrink(comms[0], c.ex.data(), static_cast<int>(c.ex.size()), &out, nullptr, c.flags), c.want);

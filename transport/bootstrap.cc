@@ -509,6 +509,13 @@ Status Bootstrap::connectPeer(int peer, Kind kind, int index, double deadline, i
   return net::sendAll(*fd, &h, sizeof(h), deadline, &aborted_, fmt::format("rank {}", peer));
 }
 
+bool Bootstrap::probePeer(int peer, double deadline) {
+  int fd = -1;
+  if (!connectPeer(peer, kProbe, 0, deadline, &fd).ok() && fd < 0) return false;
+  net::closeFd(&fd);
+  return true;
+}
+
 void Bootstrap::serviceHalfOpen() {
   const double now = net::nowSec();
   for (size_t i = 0; i < halfOpen_.size();) {
@@ -537,6 +544,8 @@ void Bootstrap::serviceHalfOpen() {
     if (why) {
       noteDropped(&dropped_, fmt::format("rank {}", rank_), std::string("dropped a connection that ") + why);
       net::closeFd(&h.fd);
+    } else if (hello.kind == kProbe) {
+      net::closeFd(&h.fd);  // a survivor of a shrink made sure this rank lives
     } else {
       pending_.push_back(Pending{hello.kind, hello.rank, hello.index, h.fd});
     }
@@ -740,7 +749,7 @@ const char* helloProblem(const Hello& h, const uint8_t secret[16], uint64_t comm
     return "did not prove the communicator's secret";
   if (h.rank < 0 || h.rank >= nranks || h.index < 0 || h.index > (1 << 20) ||
       (h.kind != Bootstrap::kRing && h.kind != Bootstrap::kData && h.kind != Bootstrap::kNetOob &&
-       h.kind != Bootstrap::kShrink))
+       h.kind != Bootstrap::kShrink && h.kind != Bootstrap::kProbe))
     return "sent a hello that names no connection of this communicator";
   return nullptr;
 }

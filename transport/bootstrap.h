@@ -122,7 +122,8 @@ class Bootstrap {
   /// Connection purposes on the shared listener: setup collectives (index: Bruck round), tcp data
   /// sockets (index: socket), out-of-band sockets of the other network transports, and the
   /// survivors' gathering of a shrink (index: the shrink's number; collectives/comm_shrink.cc).
-  enum Kind : uint32_t { kRing = 1, kData = 2, kNetOob = 3, kShrink = 4 };
+  /// kProbe: a shrinking survivor checks that this rank lives (dropped at once, silently).
+  enum Kind : uint32_t { kRing = 1, kData = 2, kNetOob = 3, kShrink = 4, kProbe = 5 };
   /// Connects to `peer`'s listener and introduces itself (kind, index) with the secret. With
   /// `rail` >= 0 the connection leaves through this rank's interface of that rail, to the peer's
   /// address in the same subnet (its primary address if it has none there).
@@ -130,6 +131,9 @@ class Bootstrap {
   /// Accepts the connection `peer` makes with (kind, index); connections meant for other calls are
   /// kept until asked for. Strangers (wrong secret or tag) are dropped with a warning.
   Status acceptPeer(int peer, Kind kind, int index, double deadline, int* fd);
+  /// True if `peer`'s listener takes a connection by `deadline` (it lives); false if it refuses
+  /// until then (its process is gone). The peer drops the probe without a word.
+  bool probePeer(int peer, double deadline);
 
   /// A connection to a peer opened without blocking, for transports that connect on first use:
   /// the initiator connects (on `rail`, as connectPeer) and sends its hello; the other side takes

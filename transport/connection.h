@@ -80,6 +80,12 @@ class Connection {
   /// This rank failed: tell the peer why (best effort) and break the connection so that it stops
   /// waiting on us. Local connections report through the endpoint header instead.
   virtual void sendFailure(const std::string& reason) {}
+  /// This rank's operation failed and returns to the caller, who may free its buffers: after
+  /// this neither the peer nor the transport touches the posted transfers' memory (run by the
+  /// thread that progresses the connection, before the communicator fails). Needed where the
+  /// peer reads our memory in place (local pointer mode) or a transport writes received data
+  /// into it outside progress() (UCX's rendezvous); the connection may be broken afterwards.
+  virtual void abandonTransfers() {}
   /// Slow path of a wait: when no receive is posted, the call tag of the next message from the
   /// peer if it has arrived (a message of the same collective number but another call is a
   /// mismatch that no receive would ever see). False when unknown or not supported.

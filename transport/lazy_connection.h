@@ -38,6 +38,9 @@ class LazyConnection final : public Connection {
   Status peerFailed() override { return inner_ ? inner_->peerFailed() : failed_; }
   bool idle() const override { return inner_ ? inner_->idle() : queued_.empty(); }
   void sendFailure(const std::string& reason) override;
+  void abandonTransfers() override {
+    if (inner_) inner_->abandonTransfers();
+  }
   bool peekCallTag(CallTag* tag) override { return inner_ && inner_->peekCallTag(tag); }
 
  private:

@@ -7,6 +7,7 @@
 #include "transport/local_connection.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/uio.h>
 
@@ -117,13 +118,41 @@ Status LocalConnection::progressSends(bool* progressed) {
   return OkStatus();
 }
 
+namespace {
+
+// Pointer mode: raises the channel's `reading` flag while this progressRecvs may read the sender's
+// buffers. The exchange is a full fence: a sender retracting its chunks (abandonTransfers) either
+// sees the flag and waits, or retracted before we look at a chunk again, and then we never read it.
+class ReadingGuard {
+ public:
+  explicit ReadingGuard(std::atomic<uint32_t>* flag) : flag_(flag) {}
+  ~ReadingGuard() {
+    if (raised_) flag_->store(0, std::memory_order_release);
+  }
+  /// Raises the flag (once); false if `seq` no longer holds `expect` afterwards (retracted).
+  bool raise(const std::atomic<uint64_t>& seq, uint64_t expect) {
+    if (raised_) return true;
+    raised_ = true;
+    flag_->exchange(1, std::memory_order_seq_cst);
+    return seq.load(std::memory_order_seq_cst) == expect;
+  }
+
+ private:
+  std::atomic<uint32_t>* flag_;
+  bool raised_ = false;
+};
+
+}  // namespace
+
 Status LocalConnection::progressRecvs(bool* progressed) {
   bool consumed = false;
+  ReadingGuard reading(&in_->reading);
   while (!recvs_.empty()) {
     Transfer* t = recvs_.front();
     while (t->posted < t->bytes) {
       const SlotDesc& d = in_->desc[inTail_ % slots_];
       if (d.seq.load(std::memory_order_acquire) != inTail_ + 1) break;
+      if (pointerMode_ && !reading.raise(d.seq, inTail_ + 1)) break;
       const size_t expect = std::min<uint64_t>(slotBytes_, t->bytes - t->posted);
       if (d.call != t->call) return callMismatch(peer_, d.call, me_, t->call);
       if (d.msgBytes != t->bytes || d.chunkBytes != expect)
@@ -222,6 +251,20 @@ bool probeCma(int pid, uint64_t remoteAddr, uint32_t expect) {
   iovec local{&got, sizeof(got)};
   iovec far{reinterpret_cast<void*>(remoteAddr), sizeof(got)};
   return process_vm_readv(pid, &local, 1, &far, 1, 0) == static_cast<ssize_t>(sizeof(got)) && got == expect;
+}
+
+void LocalConnection::abandonTransfers() {
+  // Pointer mode only: there the peer reads our buffers in place. Chunks in slots are copies; CMA
+  // and shared-region reads of a freed buffer fail or read stale bytes, never our process's memory.
+  if (!pointerMode_) return;
+  // Unpublish every chunk the peer has not consumed (seq 0 never matches a chunk), then wait out
+  // a read that began before (ReadingGuard): it ends within one progressRecvs.
+  for (uint64_t s = out_->tail.load(std::memory_order_acquire); s < outHead_; ++s)
+    out_->desc[s % slots_].seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  while (out_->reading.load(std::memory_order_acquire) != 0) sched_yield();
+  while (!sends_.empty()) sends_.pop_front();  // never published again
+  sendLooked_ = nullptr;
 }
 
 bool LocalConnection::peekCallTag(CallTag* tag) {

@@ -30,6 +30,7 @@ class LocalConnection final : public Connection {
   Status peerFailed() override;
   bool idle() const override { return sends_.empty() && recvs_.empty(); }
   bool peekCallTag(CallTag* tag) override;
+  void abandonTransfers() override;
 
  private:
   Status progressSends(bool* progressed);

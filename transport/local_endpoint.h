@@ -53,6 +53,10 @@ struct alignas(64) ChannelCtrl {
   alignas(64) std::atomic<uint64_t> tail{0};  ///< chunks consumed by the receiver
   std::atomic<uint32_t> cmaReadable{0};       ///< receiver can process_vm_readv the sender's memory
   std::atomic<uint32_t> sharedReadable{0};    ///< receiver can map the sender's shared regions
+  /// Pointer mode: 1 while the receiver may be reading chunks of the sender's buffers; a failing
+  /// sender retracts its unread chunks, then waits for 0 (LocalConnection::abandonTransfers). Its own
+  /// line: only the receiver writes it, and the sender polls `tail`, not this.
+  alignas(64) std::atomic<uint32_t> reading{0};
   SlotDesc desc[kMaxLocalSlots];
 };
 

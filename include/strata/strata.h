@@ -46,8 +46,16 @@ typedef enum {
   strataNumResults = 10
 } strataResult_t;
 
+/* C++ sees the argument enums with a fixed underlying type: their values come from C callers as
+ * any int, which strata validates, and only a fixed type makes an out-of-range value defined there. */
+#ifdef __cplusplus
+#define STRATA_ENUM_ARG : int
+#else
+#define STRATA_ENUM_ARG
+#endif
+
 /** Element types. Values match ncclDataType_t. */
-typedef enum {
+typedef enum STRATA_ENUM_ARG {
   strataInt8 = 0,
   strataUint8 = 1,
   strataInt32 = 2,
@@ -65,7 +73,7 @@ typedef enum {
 
 /** Reduction operations. Values match ncclRedOp_t; values >= strataNumOps are user-created ops
  *  (pre-multiplied sums) from strataRedOpCreatePreMulSum. */
-typedef enum {
+typedef enum STRATA_ENUM_ARG {
   strataSum = 0,
   strataProd = 1,
   strataMax = 2,
@@ -130,11 +138,17 @@ strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm
  *  this rank's calls inside the parent (as strataCommRevoke), for a parent that failed or hangs. */
 #define STRATA_SHRINK_DEFAULT 0x00
 #define STRATA_SHRINK_ABORT 0x01
+/** strata's own, combinable with the above: the survivors need not know who failed. Each names the
+ *  ranks it knows failed (maybe none); ranks whose process is gone (their listener refuses
+ *  connections) are found and left out, as are ranks any survivor names and ranks that do not
+ *  come within the timeout. Every survivor gets the same communicator; strataCommCount and
+ *  strataCommUserRank of it say who is left. */
+#define STRATA_SHRINK_DETECT 0x100
 /** Makes the communicator of the ranks of `comm` not in `excludeRanks` (dead or leaving), renumbered
  *  in their old order. Collective over the survivors only: the excluded ranks take no part, so it
  *  works after they died, and after `comm` failed. Every survivor passes the same list (in any
  *  order; a difference is an error naming both lists); a survivor that does not take part makes it
- *  fail within the join timeout (or config->timeout). config == NULL: the new communicator keeps
+ *  fail within the join timeout (or config->timeout). STRATA_SHRINK_DETECT: see above. config == NULL: the new communicator keeps
  *  the parent's timeout and deterministic mode. The parent stays as it was (usable if it was
  *  healthy, STRATA_SHRINK_DEFAULT) and must still be destroyed. */
 strataResult_t strataCommShrink(strataComm_t comm, const int* excludeRanks, int excludeCount,

@@ -114,6 +114,16 @@ class Communicator {
     check(strataCommSplit(comm_, color, key, &c, nullptr), comm_);
     return Communicator(c);
   }
+  /// Collective over the survivors: the communicator of this one's ranks not in `exclude`
+  /// (strataCommShrink; flags e.g. STRATA_SHRINK_ABORT | STRATA_SHRINK_DETECT). This one stays
+  /// as it was and is still destroyed with its handle.
+  Communicator shrink(const std::vector<int>& exclude, int flags) const {
+    strataComm_t c = nullptr;
+    check(strataCommShrink(comm_, exclude.data(), static_cast<int>(exclude.size()), &c, nullptr, flags), comm_);
+    return Communicator(c);
+  }
+  /// Stops this rank's calls in the communicator and tells its peers (strataCommRevoke).
+  void revoke() { check(strataCommRevoke(comm_, STRATA_REVOKE_DEFAULT), comm_); }
   /// Stops pending work (it fails with strataAborted) and frees the communicator. A borrowed
   /// handle only lets go of it (abort through the owner).
   void abort() {

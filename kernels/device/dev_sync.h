@@ -37,7 +37,16 @@ STRATA_HD_INLINE void fenceSystem() {
 #endif
 }
 
-STRATA_HD_INLINE uint32_t loadVolatile32(const volatile uint32_t* p) { return p ? *p : 0u; }
+/// Reads a flag another agent raises (the abort flag: the host's watchdog or proxy). On the host an
+/// atomic load, as the writers' (__atomic_store_n): a plain volatile read there is a data race.
+STRATA_HD_INLINE uint32_t loadVolatile32(const volatile uint32_t* p) {
+  if (!p) return 0u;
+#if defined(__CUDA_ARCH__)
+  return *p;
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
 
 /// Writes 8 data bytes with `flag` into one 16-byte LL line.
 STRATA_HD_INLINE void storeLL(uint64_t* line, uint64_t data, uint32_t flag) {

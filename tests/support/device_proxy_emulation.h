@@ -111,7 +111,7 @@ inline Status setupEmulatedDevice(Comm& c, int nch, uint64_t slotBytes, uint64_t
         d->proxyError = st;
         d->failedAt = std::chrono::steady_clock::now();
       }
-      d->abort = 1;
+      __atomic_store_n(&d->abort, 1u, __ATOMIC_RELEASE);  // the blocks poll it (dev::loadVolatile32)
     };
     hooks.busy = [d] { return d->busy.load(); };
     ProxyGeometry g;

@@ -292,7 +292,9 @@ TEST_P(UcxConnectionTest, SizeMismatchNamesBothSides) {
 }
 
 // The peer's connection and transport are destroyed (its oob socket closes) while a large transfer
-// is in flight and while another receive waits: the survivor fails naming the peer, quickly.
+// is in flight and while another receive waits: the survivor fails naming the peer, quickly. Its
+// buffers are freed before its connection (a caller frees them once the call failed): UCX must not
+// write rendezvous data that was still arriving into them later (it did: a rare segfault).
 TEST_P(UcxConnectionTest, PeerDestroyedMidTransferFailsNamingPeer) {
   Ranks r(2, GetParam());
   constexpr size_t kBytes = 32u << 20;

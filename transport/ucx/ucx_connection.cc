@@ -529,8 +529,7 @@ void UcxConnection::retire(bool* progressed) {
 
 // ---- the Connection interface ----
 
-Status UcxConnection::progress(bool* progressed) {
-  if (!broken_.ok()) return broken_;
+Status UcxConnection::progressWithNotice(bool* progressed) {
   Status st = progressTransfers(progressed);
   if (st.ok() || st.code() != strataRemoteError) return st;
   // The peer is gone. If it failed rather than exited, its notice on the oob socket says why
@@ -548,6 +547,23 @@ Status UcxConnection::progress(bool* progressed) {
              peerNotice_ ? peerError_.message() : oobClosed_ ? "none (oob closed)" : "none within the wait");
   if (peerNotice_) broken_ = peerError_;
   return broken_;
+}
+
+Status UcxConnection::progress(bool* progressed) {
+  if (!broken_.ok()) return broken_;
+  const Status st = progressWithNotice(progressed);
+  if (st.ok()) return st;
+  if (broken_.ok()) broken_ = st;
+  // The caller learns of the failure now and may free its buffers: UCX must not write into them
+  // later (a matched rendezvous receive cannot be cancelled; data already on the wire still lands).
+  teardownEndpoint();
+  return broken_;
+}
+
+void UcxConnection::abandonTransfers() {
+  if (broken_.ok())
+    broken_ = Status(strataAborted, fmt::format("rank {}: an operation with rank {} was abandoned", me_, peer_));
+  teardownEndpoint();
 }
 
 Status UcxConnection::progressTransfers(bool* progressed) {

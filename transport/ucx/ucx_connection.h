@@ -48,6 +48,7 @@ class UcxConnection final : public Connection {
   Status progress(bool* progressed) override;
   void addWaitSources(WaitSet* ws) override;
   Status checkPeer() override;
+  void abandonTransfers() override;
   bool idle() const override { return sends_.empty() && recvs_.empty(); }
   void sendFailure(const std::string& reason) override;
 
@@ -85,6 +86,8 @@ class UcxConnection final : public Connection {
   /// The next message of one direction: its head tag sequence and first chunk index, advancing both.
   Msg nextMsg(Transfer* t, uint64_t* seq, uint64_t* chunks) const;
   Status progressTransfers(bool* progressed);
+  /// progressTransfers; when the peer is gone, waits a moment for its failure notice (the cause).
+  Status progressWithNotice(bool* progressed);
   Status readOob(bool* progressed);
   Status writeHello(bool* progressed);
   Status startEndpoints(const Hello& h, const char* records);
