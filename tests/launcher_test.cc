@@ -247,6 +247,23 @@ TEST_F(LauncherTest, RankKilledBySignalGives128PlusSignal) {
   }
 }
 
+// --keep-going (elastic jobs): a rank killed by a signal is reported and the others go on; the
+// job's code is theirs. A rank that exits with an error still ends the job; so does the death of
+// the last rank.
+TEST_F(LauncherTest, KeepGoingLetsTheOthersGoOnPastAKilledRank) {
+  JobRun r = runLauncher({"--keep-going", "-n", "3", helper, "crash", "1", std::to_string(SIGKILL), "1.5"}, 30);
+  ASSERT_FALSE(r.limitHit);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_GE(r.seconds, 1.5) << "the others were stopped";
+  EXPECT_TRUE(has(r.err, "strata-run: rank 1 killed by signal SIGKILL; the others go on (--keep-going)")) << r.err;
+  JobRun f = runLauncher({"--keep-going", "-n", "3", helper, "fail", "1", "3"}, 30);
+  ASSERT_FALSE(f.limitHit);
+  EXPECT_EQ(f.code, 3) << f.err;
+  EXPECT_LT(f.seconds, 10.0);
+  JobRun all = runLauncher({"--keep-going", "-n", "1", helper, "crash", "0", std::to_string(SIGKILL)}, 30);
+  EXPECT_EQ(all.code, 128 + SIGKILL) << all.err;
+}
+
 TEST_F(LauncherTest, TimeoutKillsAllAndExits124) {
   JobRun r = runLauncher({"--timeout", "1", "-n", "2", helper, "sleep", "60"}, 30);
   ASSERT_FALSE(r.limitHit);

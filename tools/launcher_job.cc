@@ -71,6 +71,8 @@ class Job {
   Stop stop_ = Stop::None;
   int failureCode_ = -1;
   bool failureBySignal_ = false;  ///< failureCode_ is a rank's death by a signal
+  int exitedOk_ = 0;              ///< ranks that exited 0
+  int keptGoingPast_ = -1;        ///< keepGoing: the first death's code (-1: none)
   bool stopSent_ = false;         ///< the launcher has signalled the ranks to stop
   int interruptSig_ = 0;
   std::optional<Clock::time_point> timeoutAt_, killAt_;
@@ -197,6 +199,7 @@ int Job::run() {
 
   if (stop_ == Stop::Timeout) return 124;
   if (failureCode_ >= 0) return failureCode_;
+  if (keptGoingPast_ >= 0 && exitedOk_ == 0) return keptGoingPast_;
   if (stop_ == Stop::Signal) return 128 + interruptSig_;
   return 0;
 }
@@ -231,8 +234,18 @@ void Job::reapAll() {
 void Job::onExit(Rank& r, int status) {
   r.alive = false;
   drain(r, /*close=*/false);  // its last words come before our verdict
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    ++exitedOk_;
+    return;
+  }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (opt_.keepGoing && stop_ == Stop::None && WIFSIGNALED(status)) {
+    say("rank {} killed by signal {}{}; the others go on (--keep-going)", r.rank, signalName(WTERMSIG(status)),
+        WCOREDUMP(status) ? " (core dumped)" : "");
+    if (keptGoingPast_ < 0) keptGoingPast_ = code;
+    if (!anyAlive()) stop_ = Stop::Failure, failureCode_ = code;
+    return;
+  }
   if (stop_ == Stop::None) {
     if (WIFEXITED(status))
       say("rank {} exited with code {}", r.rank, code);

@@ -18,6 +18,9 @@ struct JobOptions {
   double timeoutSec = 0;     ///< 0: none
   bool prefix = true;        ///< "[R] " before every line
   double killGraceSec = 3;   ///< SIGTERM -> SIGKILL
+  /// A rank that fails is reported but does not end the job: the others go on (elastic jobs
+  /// shrink past it). The job's code is then the survivors' (see runJob).
+  bool keepGoing = false;
   std::string path;          ///< resolved program
   std::vector<std::string> argv;
   std::string uniqueIdHex;   ///< STRATA_UNIQUE_ID
@@ -36,7 +39,9 @@ int blockLauncherSignals();
 /// Runs the job to its end and returns the launcher's exit code: 0 when every rank exited 0; the
 /// first failing rank's code (128+signal when killed; a rank killed by a signal before the
 /// launcher stopped the others wins over ranks that exited with an error); 124 on timeout;
-/// 128+signal when the launcher itself was interrupted.
+/// 128+signal when the launcher itself was interrupted. With keepGoing: 0 when at least one rank
+/// exited 0 and none exited with an error (ranks killed by a signal are the survivors' business),
+/// else the first error's code (or the first death's, if no rank exited).
 int runJob(const JobOptions& opt, int signalFd);
 
 }  // namespace strata::launcher

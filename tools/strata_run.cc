@@ -1,6 +1,6 @@
 // strata_run.cc: strata-run, the single-machine launcher.
 //
-//   strata-run -n N [--threads] [--timeout S] [--bind core|none] [--no-prefix] -- prog args...
+//   strata-run -n N [--threads] [--timeout S] [--bind core|none] [--no-prefix] [--keep-going] -- prog args...
 //   strata-run --nodes N --ppn K [--rails R] [--rail-rate RATE] [options] -- prog args...
 //   strata-run --config | --cleanup-vcluster
 //
@@ -10,9 +10,10 @@
 // life), starts N rank processes (or one process of N rank threads with --threads) with
 // STRATA_RANK / STRATA_WORLD_SIZE / STRATA_LOCAL_RANK / STRATA_LOCAL_SIZE / STRATA_UNIQUE_ID
 // (STRATA_NTHREADS with --threads), relays their output prefixed "[R] ", and ends the job when a
-// rank fails, on --timeout, or on SIGINT/SIGTERM (forwarded to the ranks). Ranks still running
-// then are first asked for their op-ring dumps (SIGUSR1), and a failed job ends with the hang
-// report made from them (tools/launcher_dumps.h, collectives/hang_report.h).
+// rank fails (with --keep-going not when a signal killed it: elastic jobs go on without it), on
+// --timeout, or on SIGINT/SIGTERM (forwarded to the ranks). Ranks still running then are first
+// asked for their op-ring dumps (SIGUSR1), and a failed job ends with the hang report made from
+// them (tools/launcher_dumps.h, collectives/hang_report.h).
 //
 // Exit codes: 0 all ranks exited 0; the first failing rank's code (128+signal if it was killed;
 // a rank killed by a signal before the others were stopped wins over ranks that exited with an
@@ -93,6 +94,10 @@ int launcherMain(int argc, char** argv) {
                  "in this process's CPUs, as mpirun does; none: leave placement to the OS")
       ->check(CLI::IsMember({"core", "none"}));
   app.add_flag("--no-prefix", noPrefix, "relay rank output as is, without the \"[R] \" line prefix");
+  bool keepGoing = false;
+  app.add_flag("--keep-going", keepGoing,
+               "a rank killed by a signal does not end the job: the others go on (elastic jobs shrink past it); "
+               "exit 0 when the ranks that ran to their end all exited 0");
   app.add_flag("--config", showConfig, "print the configuration variables (STRATA_*) and exit");
   int nodes = 0, ppn = 0, rails = 1;
   std::string railRate, nodePrefix;
@@ -222,6 +227,7 @@ int launcherMain(int argc, char** argv) {
   opt.threads = threads;
   opt.timeoutSec = timeoutSec;
   opt.prefix = !noPrefix;
+  opt.keepGoing = keepGoing;
   opt.path = path;
   opt.argv = cmd;
   opt.uniqueIdHex = strata::uniqueIdToHex(id);

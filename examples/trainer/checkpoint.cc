@@ -88,7 +88,11 @@ void saveCheckpoint(Ctx& c, const std::string& dir, int step) {
       mesh.all.comm.send(buf.data(), buf.size(), 0);
     }
   } else {
-    std::filesystem::create_directories(dir);
+    // Written beside `dir`, then swapped in: a rank dying mid-save (elastic runs) leaves the last
+    // whole checkpoint in place.
+    const std::string tmp = dir + ".writing";
+    std::filesystem::remove_all(tmp);
+    std::filesystem::create_directories(tmp);
     std::map<std::string, std::vector<float>> full;
     nlohmann::json meta = {{"step", step}, {"model", modelJson(c.cfg)}, {"layout", c.cfg.layoutString()}};
     for (int r = 0; r < mesh.world; ++r)
@@ -110,18 +114,31 @@ void saveCheckpoint(Ctx& c, const std::string& dir, int step) {
           for (int s = 0; s < 3; ++s) f[size_t(s) * n + t.globalIndex(j)] = buf[size_t(s) * t.size() + j];
       }
     for (auto& [name, f] : full) {
-      std::ofstream out(dir + "/" + name + ".bin", std::ios::binary);
+      std::ofstream out(tmp + "/" + name + ".bin", std::ios::binary);
       out.write(reinterpret_cast<const char*>(f.data()), std::streamsize(f.size() * sizeof(float)));
-      if (!out) throw std::runtime_error("cannot write " + dir + "/" + name + ".bin");
+      if (!out) throw std::runtime_error("cannot write " + tmp + "/" + name + ".bin");
     }
-    std::ofstream(dir + "/meta.json") << meta.dump(2) << "\n";
+    std::ofstream(tmp + "/meta.json") << meta.dump(2) << "\n";
+    const std::string old = dir + ".old";
+    std::filesystem::remove_all(old);
+    if (std::filesystem::exists(dir)) std::filesystem::rename(dir, old);
+    std::filesystem::rename(tmp, dir);
+    std::filesystem::remove_all(old);
   }
   if (c.cfg.zero == 3)
     for (int k = 0; k < NCLS; ++k) c.sync->releaseClass(k);
   mesh.all.comm.barrier();
 }
 
-int loadCheckpoint(Ctx& c, const std::string& dir) {
+bool checkpointExists(const std::string& dir) {
+  return std::filesystem::exists(dir + "/meta.json") || std::filesystem::exists(dir + ".old/meta.json");
+}
+
+int loadCheckpoint(Ctx& c, const std::string& given) {
+  // A save that stopped between its two renames left the previous checkpoint as <dir>.old.
+  const std::string dir = !std::filesystem::exists(given + "/meta.json") && std::filesystem::exists(given + ".old/meta.json")
+                              ? given + ".old"
+                              : given;
   std::ifstream in(dir + "/meta.json");
   if (!in) throw std::runtime_error("no checkpoint at " + dir + " (meta.json missing)");
   nlohmann::json meta = nlohmann::json::parse(in);

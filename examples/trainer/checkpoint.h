@@ -17,5 +17,7 @@ namespace trainer {
 void saveCheckpoint(Ctx& c, const std::string& dir, int step);
 /// Loads parameters and optimizer state; returns the step to resume from. Throws on mismatch.
 int loadCheckpoint(Ctx& c, const std::string& dir);
+/// True if `dir` holds a whole checkpoint (saves write beside it and swap it in).
+bool checkpointExists(const std::string& dir);
 
 }  // namespace trainer

@@ -63,7 +63,15 @@ int parseArgs(int argc, char** argv, Config& c, ParityOptions* parity) {
   app.add_option("--loss-log", c.lossLog, "write 'step loss' per step to this file");
   app.add_option("--save", c.save, "save a checkpoint (full unsharded tensors) into this folder");
   app.add_option("--save-at", c.saveAt, "with --save: save after this step (default: the last)");
+  app.add_option("--save-every", c.saveEvery, "with --save: also save after every N steps")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--load", c.load, "resume from a checkpoint folder (any layout)");
+  app.add_flag("--elastic", c.elastic,
+               "pure data parallelism that survives dead ranks: the others shrink the world and resume from the "
+               "last --save checkpoint with fewer data ranks and the same global batch (run under strata-run "
+               "--keep-going)");
+  app.add_option("--fail-rank", c.failRank, "fault injection: this rank kills itself (SIGKILL) ...");
+  app.add_option("--fail-step", c.failStep, "... at the start of this step (elastic tests)");
   app.add_option("--plot", c.plot, "write a loss-curve PNG (gnuplot)");
   app.add_flag("--quiet", c.quiet, "print only the summary");
   app.add_option("--trace", c.trace,
@@ -147,6 +155,11 @@ std::string validate(const Config& c, int world) {
   if (c.data == "synthetic" && c.vocab < 4) bad("--data synthetic needs vocab >= 4");
   if (c.device == "cuda" && c.moe())
     bad("--device cuda runs dense models only: the MoE layers (router, experts, all-to-all) are host code");
+  if (c.elastic && c.tp * c.pp * c.cp * c.ep != 1)
+    bad("--elastic shrinks data parallelism only: tp, pp, cp and ep must be 1");
+  if (c.elastic && c.save.empty()) bad("--elastic needs --save (and --save-every): survivors resume from it");
+  if (c.saveEvery > 0 && c.save.empty()) bad("--save-every needs --save");
+  if (c.failRank >= world) bad(fmt::format("--fail-rank {} is not a rank of {}", c.failRank, world));
   if (c.device == "cuda" && (!c.save.empty() || !c.load.empty()))
     bad("--device cuda cannot --save or --load yet (checkpoints read and write host buffers)");
   const long rowsPerRank = (c.batch % (c.microbatches * c.dataRanks()) == 0 && c.seq % c.cp == 0)

@@ -30,6 +30,11 @@ struct Config {
   std::string textFile;            // default: the first of kTextCandidates that exists
   std::string lossLog, save, load, plot;
   int saveAt = 0;  // with --save: step after which to save (0: at the end)
+  int saveEvery = 0;  // with --save: also after every this many steps (0: never)
+  // Elastic data parallelism (pure DP): when a rank dies the survivors shrink the world, rebuild
+  // the mesh with fewer data ranks and resume from the last --save checkpoint (train.cc).
+  bool elastic = false;
+  int failRank = -1, failStep = 0;  // fault injection for tests: rank failRank SIGKILLs itself at step failStep
   bool quiet = false;
   bool noOverlap = false;  // DP: reduce buckets after backward instead of during it
   bool deterministic = false;  // strata's deterministic reductions (STRATA_DETERMINISTIC=1)

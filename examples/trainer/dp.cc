@@ -38,10 +38,18 @@ void GradSync::post(int cls, int unit, std::function<void()> fn) {
     pending_[cls][size_t(unit)]++;
     // The bucket's data is what the training lane has enqueued so far; done means finished.
     queue_.push_back([this, cls, unit, fn = std::move(fn), ready = c_.ops->record()] {
-      lane_->waitFor(ready);
-      fn();
-      lane_->sync();
+      std::exception_ptr err;
+      if (!failed_.load()) {  // after a failure the rest are skipped: the step is lost anyway
+        try {
+          lane_->waitFor(ready);
+          fn();
+          lane_->sync();
+        } catch (...) {  // a collective failed (a peer died): the training thread rethrows it
+          err = std::current_exception();
+        }
+      }
       std::lock_guard<std::mutex> lk2(mu_);
+      if (err && !error_) error_ = err, failed_ = true;
       pending_[cls][size_t(unit)]--;
       done_.notify_all();
     });
@@ -51,9 +59,11 @@ void GradSync::post(int cls, int unit, std::function<void()> fn) {
 
 void GradSync::waitUnit(int cls, int unit) {
   std::unique_lock<std::mutex> lk(mu_);
+  if (error_) std::rethrow_exception(error_);
   if (pending_[cls][size_t(unit)] == 0) return;
   double t0 = now();
   done_.wait(lk, [&] { return pending_[cls][size_t(unit)] == 0; });
+  if (error_) std::rethrow_exception(error_);
   c_.rec.add({t0, now(), Lane::Main, Kind::GradWait, 0, "wait for gradients",
               fmt::format("\"class\": \"{}\", \"unit\": {}", clsName(cls), unit)});
 }
@@ -66,9 +76,11 @@ void GradSync::waitAll() {
         if (p) return false;
     return true;
   };
+  if (error_) std::rethrow_exception(error_);
   if (idle()) return;
   double t0 = now();
   done_.wait(lk, idle);
+  if (error_) std::rethrow_exception(error_);
   c_.rec.add({t0, now(), Lane::Main, Kind::GradWait, 0, "wait for gradients", "\"unit\": \"all\""});
 }
 

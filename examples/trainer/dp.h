@@ -14,11 +14,14 @@
 // communication, the communication thread's calls are the gradient reduction.
 // On a CUDA lane the communication thread has a lane of its own (a second stream): a bucket's
 // collective waits for the training stream's work up to the hand-over (an event), and the bucket
-// counts as done once the communication stream has finished it.
+// counts as done once the communication stream has finished it. A failed collective (a peer died)
+// is rethrown by the training thread's next wait; the buckets after it are skipped.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -76,6 +79,8 @@ class GradSync {
   std::mutex mu_;
   std::condition_variable cv_, done_;
   bool stop_ = false;
+  std::exception_ptr error_;          // the communication thread's first failure (under mu_)
+  std::atomic<bool> failed_{false};  // error_ is set
   size_t peak_ = 0;
   void notePeak();
   std::unique_ptr<Ops> lane_;  // the communication thread's

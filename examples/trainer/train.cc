@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <iterator>
 #include <map>
@@ -67,6 +68,19 @@ struct StepFigures {
     return s;
   }
 };
+
+// Revokes every communicator of the mesh (elastic: after a failure, before unwinding).
+void revokeAll(Mesh& m) {
+  std::vector<Group*> groups = {&m.all, &m.tp, &m.cp, &m.ep, &m.pp, &m.tpcp};
+  for (int k = 0; k < NCLS; ++k) groups.push_back(&m.red[k]), groups.push_back(&m.gat[k]);
+  for (Group* g : groups) {
+    if (!g->comm.get()) continue;
+    try {
+      g->comm.revoke();
+    } catch (const strata::Error&) {  // already destroyed or revoked: nothing runs in it
+    }
+  }
+}
 
 // One rank's whole training run. `print`: this rank reports (world rank 0).
 RunResult runRank(const Config& cfg, strata::Communicator& world, bool print) {
@@ -141,7 +155,13 @@ RunResult runRank(const Config& cfg, strata::Communicator& world, bool print) {
   }
   StepFigures sum;  // averaged over ranks, summed over the steps after the first
   int summed = 0;
+  try {
   for (int step = start; step < cfg.steps; ++step) {
+    if (cfg.failRank == world.rank() && step + 1 == cfg.failStep) {  // fault injection (elastic tests)
+      std::fprintf(stderr, "strata-train: rank %d kills itself at step %d (--fail-rank)\n", world.rank(), step + 1);
+      std::fflush(stderr);
+      raise(SIGKILL);
+    }
     const double t0 = now();
     std::vector<MicroBatch> mbs;
     for (int mb = 0; mb < M; ++mb) mbs.push_back(makeMicroBatch(data, cfg, mesh, step, mb));
@@ -180,10 +200,18 @@ RunResult runRank(const Config& cfg, strata::Communicator& world, bool print) {
       std::printf("step %4d | loss %.6f | norm %.3f | %s\n", step + 1, loss, norm, f.line(cfg).c_str());
       std::fflush(stdout);
     }
-    if (!cfg.save.empty() && step + 1 == (cfg.saveAt > 0 ? cfg.saveAt : cfg.steps)) {
+    if (!cfg.save.empty() && (step + 1 == (cfg.saveAt > 0 ? cfg.saveAt : cfg.steps) ||
+                              (cfg.saveEvery > 0 && (step + 1) % cfg.saveEvery == 0))) {
       saveCheckpoint(c, cfg.save, step + 1);
       if (print && !cfg.quiet) std::printf("saved checkpoint after step %d to %s\n", step + 1, cfg.save.c_str());
     }
+  }
+  } catch (const strata::Error&) {
+    if (log) std::fclose(log);
+    // Elastic: stop every call still running in this mesh's communicators (the communication
+    // thread's) so that unwinding ends at once; the caller shrinks the world.
+    if (cfg.elastic) revokeAll(mesh);
+    throw;
   }
   if (log) std::fclose(log);
   if (print && !cfg.quiet && summed > 0) {
@@ -207,6 +235,41 @@ RunResult runRank(const Config& cfg, strata::Communicator& world, bool print) {
     std::fflush(stdout);
   }
   return res;
+}
+
+// --elastic: runs this rank; when a rank dies (a strata error), shrinks the world to the ranks
+// still alive (STRATA_SHRINK_DETECT: nobody has to know who died), rebuilds the mesh with that
+// many data ranks and the same global batch, and resumes from the last --save checkpoint (from
+// the start if there is none yet). Returns rank 0's losses of the last incarnation.
+RunResult runElastic(Config cfg, strata::Communicator& world0) {
+  strata::Communicator shrunk;
+  strata::Communicator* world = &world0;
+  for (;;) {
+    try {
+      RunResult res = runRank(cfg, *world, true);
+      if (world->rank() != 0) res.losses.clear();  // rank 0 reports (and plots)
+      return res;
+    } catch (const strata::Error& e) {
+      const int before = world->size(), rank = world->rank();
+      std::fprintf(stderr, "strata-train: rank %d of %d: %s; shrinking to the ranks alive\n", rank, before, e.what());
+      std::fflush(stderr);
+      const double t0 = now();
+      strata::Communicator next = world->shrink({}, STRATA_SHRINK_ABORT | STRATA_SHRINK_DETECT);
+      cfg.dp = next.size();
+      cfg.failRank = -1;
+      cfg.load = checkpointExists(cfg.save) ? cfg.save : "";
+      if (std::string err = validate(cfg, next.size()); !err.empty())
+        throw std::runtime_error(fmt::format("cannot go on with {} data ranks:\n{}", next.size(), err));
+      if (next.rank() == 0) {
+        std::printf("elastic: %d of %d ranks left (shrunk in %.2f s); dp %d, global batch %d, resuming from %s\n",
+                    next.size(), before, now() - t0, cfg.dp, cfg.batch,
+                    cfg.load.empty() ? "the start (no checkpoint yet)" : cfg.load.c_str());
+        std::fflush(stdout);
+      }
+      shrunk = std::move(next);  // the previous world goes once the new one exists
+      world = &shrunk;
+    }
+  }
 }
 
 // Runs `n` ranks as threads of this process; returns rank 0's result. A failing rank ends the
@@ -458,8 +521,8 @@ int main(int argc, char** argv) {
         world.barrier();  // every rank has said so before any exits (the launcher stops the rest)
         return 2;
       }
-      res = runRank(cfg, world, true);
-      if (world.rank() != 0) return 0;
+      res = cfg.elastic ? runElastic(cfg, world) : runRank(cfg, world, true);
+      if (world.rank() != 0 && !cfg.elastic) return 0;
     }
     if (!cfg.plot.empty() && !res.losses.empty()) {
       Data d(cfg);

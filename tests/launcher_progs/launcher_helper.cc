@@ -4,7 +4,8 @@
 //   exit CODE           exit with CODE
 //   fail RANK CODE [ignore-term]   rank RANK exits CODE after 0.3 s; the others sleep 60 s
 //                                  (ignoring SIGTERM with ignore-term)
-//   crash RANK SIG      rank RANK kills itself with SIG after 0.3 s (no core); the others sleep
+//   crash RANK SIG [S]  rank RANK kills itself with SIG after 0.3 s (no core); the others sleep
+//                       (S seconds, then exit 0; default 60)
 //   sleep SECONDS       print its pid and "ready", then sleep
 //   partial             print a last line without newline on stdout and stderr
 //   lines COUNT         print COUNT numbered lines, one write each
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
     if (argc > 4 && std::strcmp(argv[4], "ignore-term") == 0 && rank != target) signal(SIGTERM, SIG_IGN);
     ready();
     if (rank != target) {
-      sleepSeconds(60);
+      sleepSeconds(mode == "crash" && argc > 4 ? std::atof(argv[4]) : 60);
       return 0;
     }
     sleepSeconds(0.3);

@@ -2,6 +2,8 @@
 # trainer_cli_test.sh CHECK STRATA_TRAIN STRATA_RUN WORKDIR: end-to-end checks of strata-train.
 #   processes   8 rank processes (dp2 x tp2 x pp2) and 4 rank threads match the 1-rank loss curve
 #   checkpoint  saved under one layout, resumed under another: the same losses as an unbroken run
+#   elastic     --elastic dp4: a rank killed at a random step, the survivors shrink to dp3 and resume
+#               from the last checkpoint with the losses of a dp3 run from that checkpoint
 #   learn       the copy task falls near zero; text falls below the corpus' unigram entropy
 #   invalid     bad layouts are refused on every rank before training, exit code 2
 #   zero3mem    ZeRO-3 keeps only shards resident: < (1/dp + 1/layers) of the full model at start, < full at peak
@@ -115,6 +117,37 @@ checkpoint)
   "$run" -n 4 -- "$train" "${model[@]}" "${moe[@]}" --steps 8 --ep 2 --pp 2 --schedule gpipe --load ck3 \
     --loss-log m3.log
   same_losses mfull.log m3.log 5
+  ;;
+elastic)
+  # 4 data ranks; one SIGKILLs itself at the start of a step: the 3 survivors shrink the world
+  # (finding the dead rank themselves), rebuild dp3 with the same global batch, resume from the
+  # last checkpoint (saved every 2 steps) and finish. Their losses from the checkpoint on must be
+  # those of a dp3 run started from that same checkpoint (made by a clean dp4 run to that step).
+  # Rank 0 (the shrink's gatherer and the reporter) dies in one case; the other victim, its step
+  # and the ZeRO stage are drawn at random (printed, to replay a failure).
+  for spec in "0 $((3 + RANDOM % 5)) 1" "$((1 + RANDOM % 3)) $((3 + RANDOM % 5)) $((RANDOM % 4))"; do
+    read -r victim step zero <<<"$spec"
+    ck=$(( (step - 1) / 2 * 2 ))
+    echo "== rank $victim dies at step $step, zero $zero; survivors resume from step $ck"
+    rm -rf ck ref el.log a.log b.log
+    e=(--layers 4 --hidden 32 --heads 4 --seq 16 --vocab 256 --data text --quiet --batch 12 --zero "$zero")
+    "$run" --keep-going -n 4 -- "$train" "${e[@]}" --dp 4 --steps 8 --elastic --save ck --save-every 2 \
+      --fail-rank "$victim" --fail-step "$step" --loss-log el.log > out.txt 2>&1 || { cat out.txt; exit 1; }
+    grep -q "rank $victim killed by signal SIGKILL; the others go on" out.txt || { cat out.txt; exit 1; }
+    grep "elastic: 3 of 4 ranks left" out.txt || { cat out.txt; exit 1; }
+    "$run" -n 4 -- "$train" "${e[@]}" --dp 4 --steps "$ck" --save ref --loss-log a.log
+    "$run" -n 3 -- "$train" "${e[@]}" --dp 3 --steps 8 --load ref --loss-log b.log
+    same_losses b.log el.log $((ck + 1))
+    [ "$(awk '$1 == 8' el.log | wc -l)" = 1 ] || { echo "step 8 missing from the elastic run"; exit 1; }
+  done
+  # Refused: --elastic with another parallel dimension, or without --save.
+  set +e
+  "$train" "${model[@]}" --elastic --save x --tp 2 > bad.txt 2>&1; rc1=$?
+  "$train" "${model[@]}" --elastic > bad2.txt 2>&1; rc2=$?
+  set -e
+  cat bad.txt bad2.txt
+  [ $rc1 = 2 ] && grep -q "shrinks data parallelism only" bad.txt
+  [ $rc2 = 2 ] && grep -q "needs --save" bad2.txt
   ;;
 learn)
   "$train" --steps 300 --seed 3 --loss-log copy.log | tee copy.out
