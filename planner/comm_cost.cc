@@ -163,6 +163,19 @@ CommTime CommCoster::collective(const GroupShape& g, CollType coll, double bytes
   return out;
 }
 
+double CommCoster::exact(const GroupShape& g, CollType coll, Algo algo, double bytes) {
+  if (g.size <= 1 || bytes <= 0) return 0;
+  const auto key = std::make_tuple(g.key(), int(coll), int(algo), bytes);
+  auto it = exact_.find(key);
+  if (it != exact_.end()) return it->second;
+  const topology::CommLayout layout = shapeLayout(g, g.nodes, hw_);
+  const CostModel model(layout, costs_);
+  const double t = model.predict(algo, coll, countFor(coll, bytes, g.size, 2), 2);
+  ++sims_;
+  exact_.emplace(key, t);
+  return t;
+}
+
 double CommCoster::p2p(const GroupShape& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
   const topology::CommLayout layout = shapeLayout(g, std::min(g.nodes, 2), hw_);

@@ -47,6 +47,9 @@ class CommCoster {
   /// `bytes`: the collective's full buffer per rank (tuner convention: count * n for
   /// reduce-scatter, all-gather and all-to-all).
   CommTime collective(const GroupShape& g, CollType coll, double bytes);
+  /// One call of `algo` run through the simulator on the group's full placement at exactly
+  /// `bytes` (no fit, no extrapolation): what --simulate uses. Cached; -1 if `algo` has no schedule.
+  double exact(const GroupShape& g, CollType coll, Algo algo, double bytes);
   /// One message of `bytes` between neighbouring members (the slowest such link).
   double p2p(const GroupShape& g, double bytes);
   /// Fits simulated so far (for reports and tests).
@@ -64,6 +67,7 @@ class CommCoster {
   CostModel::Costs costs_;
   std::map<std::tuple<std::string, int, int, int>, Fit> fits_;
   std::map<std::tuple<std::string, int, long>, Algo> choice_;
+  std::map<std::tuple<std::string, int, int, double>, double> exact_;
   int sims_ = 0;
 };
 

@@ -55,6 +55,7 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
 
   // Per layer and microbatch: tensor, context and expert parallel communication (on the critical path).
   PassCost perLayer = layer;
+  PassCost hidden = layer;  // compute plus the exposed excess of overlapped exchanges (cp, ZeRO-3)
   if (l.tp > 1) {
     const GroupShape g = groupShape(spec, kTp, ppn);
     DimComm d{"tp", "", g.key()};
@@ -64,12 +65,15 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
       const CommTime rs = coster_.collective(g, CollType::ReduceScatter, actBytes);
       fwd = 2 * (ag.seconds + rs.seconds), bwd = fwd;
       d.algo = ag.algo, d.perCall = ag.seconds;
+      p.plan.layerCalls.push_back({g, CollType::AllGather, ag.algo, actBytes, 2, 2 * fwdSets, ag.seconds});
+      p.plan.layerCalls.push_back({g, CollType::ReduceScatter, rs.algo, actBytes, 2, 2 * fwdSets, rs.seconds});
       d.what = fmt::format("2 all-gathers ({}) + 2 reduce-scatters ({}) per layer and pass, {}", algoName(ag.algo),
                            algoName(rs.algo), mib(actBytes));
     } else {
       const CommTime ar = coster_.collective(g, CollType::AllReduce, actBytes);
       fwd = 2 * ar.seconds, bwd = fwd;
       d.algo = ar.algo, d.perCall = ar.seconds;
+      p.plan.layerCalls.push_back({g, CollType::AllReduce, ar.algo, actBytes, 2, 2 * fwdSets, ar.seconds});
       d.what = fmt::format("2 all-reduces ({}) per layer and pass, {}", algoName(ar.algo), mib(actBytes));
     }
     perLayer.fwd += fwd;
@@ -87,6 +91,8 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
     const double expF = std::max(0.0, ringF - core / rate), expB = std::max(0.0, ringB - 2 * core / rate);
     perLayer.fwd += expF;
     perLayer.bwdInput += expB + (fwdSets - 1) * expF;
+    hidden.fwd += expF;
+    hidden.bwdInput += expB + (fwdSets - 1) * expF;
     DimComm d{"cp", fmt::format("ring exchange of K,V: {} steps of {} per layer (overlapped with attention)", l.cp - 1,
                                 mib(kv)),
               g.key()};
@@ -101,6 +107,7 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
     const CommTime a2a = coster_.collective(g, CollType::AllToAll, bytes);
     perLayer.fwd += 2 * a2a.seconds;
     perLayer.bwdInput += 2 * a2a.seconds * fwdSets;
+    p.plan.layerCalls.push_back({g, CollType::AllToAll, a2a.algo, bytes, 2, 2 * fwdSets, a2a.seconds});
     DimComm d{"ep", fmt::format("2 all-to-alls ({}) per layer and pass, {}", algoName(a2a.algo), mib(bytes)), g.key()};
     d.algo = a2a.algo, d.perCall = a2a.seconds;
     d.total = d.exposed = 2 * a2a.seconds * (fwdSets + 1) * layersPerStage * M;
@@ -114,6 +121,8 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
     const double expF = std::max(0.0, ag.seconds - layer.fwd), expB = std::max(0.0, ag.seconds + rs.seconds - layer.bwd());
     perLayer.fwd += expF;
     perLayer.bwdInput += expB;
+    hidden.fwd += expF;
+    hidden.bwdInput += expB;
     DimComm d{"dp", fmt::format("ZeRO-3: all-gather ({}) of {} per layer and pass, reduce-scatter of gradients",
                                 algoName(ag.algo), mib(layerParams * m_.paramBytes)),
               g.key()};
@@ -138,6 +147,7 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
     const GroupShape g = groupShape(spec, kPp, ppn);
     const double bytes = actBytes / (l.sp ? l.tp : 1);
     ppHop = coster_.p2p(g, bytes);
+    p.plan.ppHop = ppHop;
     DimComm d{"pp", fmt::format("send/recv of {} per microbatch and chunk boundary", mib(bytes)), g.key()};
     d.perCall = ppHop;
     d.total = 2 * ppHop * double(passes);
@@ -158,11 +168,14 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
     if (l.zero == 0) {
       const CommTime ar = coster_.collective(g, CollType::AllReduce, gradBytes);
       t = ar.seconds, d.algo = ar.algo;
+      p.plan.dpCalls.push_back({g, CollType::AllReduce, ar.algo, gradBytes, 0, 0, ar.seconds});
       d.what = fmt::format("all-reduce ({}) of {} of gradients per step", algoName(ar.algo), mib(gradBytes));
     } else {
       const CommTime rs = coster_.collective(g, CollType::ReduceScatter, gradBytes);
       const CommTime ag = coster_.collective(g, CollType::AllGather, localParams * m_.paramBytes);
       t = rs.seconds + ag.seconds, d.algo = rs.algo;
+      p.plan.dpCalls.push_back({g, CollType::ReduceScatter, rs.algo, gradBytes, 0, 0, rs.seconds});
+      p.plan.dpCalls.push_back({g, CollType::AllGather, ag.algo, localParams * m_.paramBytes, 0, 0, ag.seconds});
       d.what = fmt::format("reduce-scatter ({}) of {} of gradients + all-gather ({}) of {} of weights per step",
                            algoName(rs.algo), mib(gradBytes), algoName(ag.algo), mib(localParams * m_.paramBytes));
     }
@@ -174,6 +187,9 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
     p.comms.push_back(d);
   }
   p.optimizer = optimizerSeconds(localParams, l, m_, hw_);
+  p.plan.layerCompute = hidden;
+  p.plan.logitsCompute = logits;
+  p.plan.localParams = localParams;
   p.step = p.pipe.makespan + dpExposed + p.optimizer;
   // Compute alone (tensor, context and expert communication excluded), per GPU of the busiest stage.
   p.computePerStep = double(M) / l.pp * (m_.layers * (layer.fwd + layer.bwd()) + logits.fwd + logits.bwd());

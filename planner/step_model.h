@@ -30,6 +30,27 @@ struct DimComm {
   double exposed = 0;    ///< seconds per step not hidden behind compute
 };
 
+/// One collective a pass (or the step) issues on its group, for the job simulation (job_sim.h).
+struct GroupCall {
+  GroupShape group;
+  CollType coll = CollType::AllReduce;
+  Algo algo = Algo::Auto;  ///< the runtime's choice (the analytic model's)
+  double bytes = 0;        ///< per call, tuner convention
+  int perFwd = 0;          ///< calls per layer in a forward pass
+  int perBwd = 0;          ///< calls per layer in a backward pass (recomputed forward included)
+  double fittedSeconds = 0;  ///< the analytic model's time for one call
+};
+
+/// What the analytic model priced, as data: the job simulation replays it rank by rank.
+struct StepPlan {
+  PassCost layerCompute;             ///< one layer, one microbatch: compute and hidden-overlap excess
+  PassCost logitsCompute;            ///< the last chunk's output layer
+  std::vector<GroupCall> layerCalls; ///< tp / ep collectives of every layer
+  double ppHop = 0;                  ///< one activation or gradient between neighbouring stages
+  std::vector<GroupCall> dpCalls;    ///< gradient reduction (and ZeRO 1/2 weight gather) of a stage's parameters
+  double localParams = 0;            ///< parameters of the busiest stage's GPU
+};
+
 struct Prediction {
   Layout layout;
   bool fits = false;
@@ -39,6 +60,7 @@ struct Prediction {
   double step = 0, computePerStep = 0, optimizer = 0;
   double tokensPerSec = 0, mfu = 0, tflopsPerGpu = 0;
   std::vector<DimComm> comms;
+  StepPlan plan;
 };
 
 class StepModel {

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "planner/job_sim.h"
 #include "planner/plan.h"
 #include "planner/validation.h"
 
@@ -14,7 +15,7 @@ int main(int argc, char** argv) {
   std::string clusterFile, modelFile, flagsOut, rankfile, onlyLayout, validateFile, root = ".";
   int top = 15, nodes = 0;
   double eff = 0, hbmEff = 0;
-  bool noDpOverlap = false, quick = false;
+  bool noDpOverlap = false, quick = false, simulate = false;
   SearchSpace space;
   app.add_option("--cluster", clusterFile, "cluster (topology) file, e.g. topology/files/dgx_h100_2048n.json");
   app.add_option("--model", modelFile, "model file, e.g. planner/models/llama3_70b.json");
@@ -29,6 +30,9 @@ int main(int argc, char** argv) {
   app.add_option("--mbs", space.mbsChoices, "microbatch sizes to consider (default 1 2 4 8)");
   app.add_option("--max-tp", space.maxTp, "largest tensor-parallel size (default: GPUs per node)");
   app.add_flag("--quick", quick, "only 1f1b and interleaved schedules");
+  app.add_flag("--simulate", simulate,
+               "check the chosen layout's prediction: one step as a discrete-event run over every rank, each "
+               "collective through its schedule at the group's full size (no data moved)");
   app.add_option("--flags-out", flagsOut, "write the chosen layout's strata-train flags to this file");
   app.add_option("--rankfile", rankfile, "write 'rank node local tp cp ep dp pp' for every rank to this file");
   app.add_option("--layout", onlyLayout, "only predict layouts whose description contains this text (e.g. 'tp8 cp1 ep1 dp64 pp16')");
@@ -78,6 +82,11 @@ int main(int argc, char** argv) {
   }
   fmt::print("{}", planReport(r, model, hw, top));
   if (r.ranked.empty()) return 1;
+  if (simulate) {
+    StepModel sm(model, hw, opt);
+    const Prediction p = sm.predict(r.ranked[0].layout);
+    fmt::print("\n{}", describeJobSim(simulateJob(model, p, sm.coster(), opt.dpOverlap), p));
+  }
   if (!flagsOut.empty()) std::ofstream(flagsOut) << trainerFlags(r.ranked[0], model) << "\n";
   if (!rankfile.empty()) std::ofstream(rankfile) << rankTable(r.ranked[0].layout, hw.gpusPerNode);
   return 0;

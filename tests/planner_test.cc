@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "collectives/cost_model.h"
+#include "planner/job_sim.h"
 #include "planner/plan.h"
 #include "planner/validation.h"
 
@@ -217,4 +218,58 @@ TEST(PlannerValidation, FilesLoadAndPublishedStepsMatchTheSources) {
   ASSERT_TRUE(loadValidationFile(root + "/planner/validation/megatron_2021.json", root, &meg).ok());
   runValidation(&meg);
   for (const ValidationRow& r : meg) EXPECT_LT(std::abs(r.error), 0.10) << r.name << ": " << r.error;
+}
+
+// --simulate against the analytic model. Without overlap the data-parallel tail is the reduction
+// after the last pass in both, so the steps agree; with pipelines, the per-rank event run (with
+// its rendezvous and messages) ends its passes where the per-stage pipeline simulation does.
+TEST(PlannerJobSim, AgreesWithTheAnalyticModelWhereBothAreExact) {
+  ModelSpec m;
+  m.layers = 8, m.hidden = 4096, m.heads = 32, m.kvHeads = 8, m.ffn = 14336, m.vocab = 32000, m.seq = 4096;
+  m.gatedMlp = true, m.globalBatch = 64;
+  for (bool overlap : {false, true})
+    for (PipeSchedule sched : {PipeSchedule::OneFOneB, PipeSchedule::Interleaved, PipeSchedule::ZeroBubble}) {
+      StepOptions opt;
+      opt.dpOverlap = overlap;
+      StepModel sm(m, h100(4), opt);
+      Layout l;
+      l.tp = 2, l.pp = 4, l.dp = 4, l.zero = 1, l.schedule = sched, l.vp = sched == PipeSchedule::Interleaved ? 2 : 1;
+      ASSERT_EQ(checkLayout(l, m, 32, 8), "");
+      const Prediction p = sm.predict(l, true);
+      const JobSimResult r = simulateJob(m, p, sm.coster(), overlap);
+      SCOPED_TRACE(l.describe() + (overlap ? " overlap" : " no overlap"));
+      const long passesPerRank = (sched == PipeSchedule::ZeroBubble ? 3 : 2) * l.microbatches(m) * l.vp;
+      EXPECT_EQ(r.ranks, 32);
+      EXPECT_EQ(r.passes, 32 * passesPerRank);
+      EXPECT_GT(r.messages, 0);
+      EXPECT_GT(r.rendezvous, 0);
+      EXPECT_NEAR(r.makespan, p.pipe.makespan, 1e-9 * p.pipe.makespan);
+      if (!overlap) {
+        EXPECT_NEAR(r.step, p.step, 1e-9 * p.step);
+        EXPECT_NEAR(r.dpTail, p.comms.back().total, 1e-9 * p.step);  // the whole reduction, exposed
+      } else {
+        // Layer buckets reduced during the last backward: less exposed than all after it.
+        const JobSimResult after = simulateJob(m, p, sm.coster(), false);
+        EXPECT_LT(r.dpTail, after.dpTail);
+      }
+      EXPECT_GE(r.dpTail, 0);
+    }
+}
+
+TEST(PlannerJobSim, SixteenThousandRanksInSeconds) {
+  HardwareSpec hw;
+  ASSERT_TRUE(loadClusterFile(TOPO_FILES_DIR "/dgx_h100_2048n.json", &hw).ok());
+  ModelSpec m;
+  ASSERT_TRUE(loadModelFile(std::string(PLANNER_MODELS_DIR) + "/llama3_405b.json", &m).ok());
+  StepModel sm(m, hw);
+  Layout l;
+  l.tp = 8, l.cp = 1, l.dp = 128, l.pp = 16, l.zero = 1, l.sp = true;
+  ASSERT_EQ(checkLayout(l, m, 16384, 8), "");
+  const Prediction p = sm.predict(l, true);
+  const JobSimResult r = simulateJob(m, p, sm.coster(), true);
+  EXPECT_EQ(r.ranks, 16384);
+  EXPECT_EQ(r.passes, 16384L * 2 * l.microbatches(m));
+  EXPECT_LT(r.wallSeconds, 30.0);
+  EXPECT_NEAR(r.makespan, p.pipe.makespan, 1e-9 * p.pipe.makespan);
+  std::printf("%s", describeJobSim(r, p).c_str());
 }
