@@ -237,7 +237,10 @@ Status LocalConnection::cmaRead(void* dst, uint64_t remote, size_t bytes) {
     ssize_t r = process_vm_readv(peerPid_, &local, 1, &far, 1, 0);
     if (r <= 0) {
       if (r < 0 && errno == EINTR) continue;
-      if (r < 0 && errno == ESRCH) return remoteError("rank {} (pid {}) died", peer_, peerPid_);
+      if (r < 0 && errno == ESRCH) {  // gone: a failure it published before exiting is the cause
+        const Status failed = peerFailed();
+        return failed.ok() ? remoteError("rank {} (pid {}) died", peer_, peerPid_) : failed;
+      }
       return systemError("cross-memory read of {} bytes from rank {} failed: {}", bytes - done, peer_,
                          r < 0 ? strerror(errno) : "no progress");
     }
@@ -296,8 +299,10 @@ Status LocalConnection::peerFailed() {
 
 Status LocalConnection::checkPeer() {
   EndpointHeader* h = theirs_->header();
-  const uint32_t state = h->failed.load(std::memory_order_acquire);
+  uint32_t state = h->failed.load(std::memory_order_acquire);
   const bool dead = state == 0 && !pointerMode_ && peerPid_ > 0 && !processAlive(peerPid_);
+  // A peer that failed publishes why, then exits: it may have done both since the first look.
+  if (dead) state = h->failed.load(std::memory_order_acquire);
   if (state == 0 && !dead) return OkStatus();
   // What the peer published before it went is still ours to take (its last chunks in our slots,
   // the tail that completes our send): only transfers it can no longer serve are its failure.
