@@ -7,6 +7,7 @@
 #include <set>
 
 #include "fuzz_util.h"
+#include "transport/bootstrap.h"
 #include "transport/bootstrap_wire.h"
 
 using namespace strata;
@@ -47,7 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const uint8_t secret[16] = {};
       const char* why = wire::helloProblem(h, secret, /*commTag=*/0, nranks);
       if (why) break;
-      FUZZ_CHECK(h.rank >= 0 && h.rank < nranks && h.index >= 0 && h.index <= (1 << 20) && h.kind >= 1 && h.kind <= 4,
+      FUZZ_CHECK(h.rank >= 0 && h.rank < nranks && h.index >= 0 && h.index <= (1 << 20) && h.kind >= Bootstrap::kRing &&
+                     h.kind <= Bootstrap::kProbe,
                  "took a hello of rank %d index %d kind %u", h.rank, h.index, h.kind);
       break;
     }
