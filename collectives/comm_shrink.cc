@@ -33,6 +33,7 @@ constexpr uint32_t kShrinkMagic = 0x53484b32;  // "SHK2"
 constexpr double kConnectSec = 0.2;            ///< DETECT: a gatherer refusing this long is dead
 constexpr double kProbeAfterSec = 0.3;         ///< DETECT: then ranks not yet come are probed
 constexpr double kProbeSec = 0.3;              ///< how long a probe retries a refused connection
+constexpr double kTellExcludedSec = 2.0;       ///< DETECT: how long a named rank still alive may take to come
 
 /// What a survivor sends the gatherer; `nexclude` int32 ranks follow.
 struct ShrinkJoin {
@@ -94,12 +95,16 @@ class Gathering {
                   listText(found_));
     }
     answer(st, *members, *infos, deadline);
+    if (st.ok() && detect_) tellTheExcluded(std::min(deadline, net::nowSec() + kTellExcludedSec));
     return st;
   }
 
  private:
-  /// Takes every survivor's join until all have come (or, DETECT, are known dead).
+  /// Takes every survivor's join until all have come (or, DETECT, are known dead). After the
+  /// first problem (lists that differ, a malformed join) the others still coming get a moment
+  /// to join, so that they are told it too.
   Status collect(double deadline) {
+    Status problem;
     std::vector<int> waiting;
     for (int r = 0; r < nranks_; ++r)
       if (r != rank_ && !out_[static_cast<size_t>(r)]) waiting.push_back(r);
@@ -118,13 +123,17 @@ class Gathering {
           continue;
         }
         joined_[static_cast<size_t>(r)].fd = fd;
-        STRATA_RETURN_IF_ERROR(readJoin(r, deadline));
+        const Status st = readJoin(r, deadline);
+        if (!st.ok() && problem.ok()) {
+          problem = st;
+          deadline = std::min(deadline, net::nowSec() + kTellExcludedSec);
+        }
         waiting.erase(waiting.begin() + static_cast<long>(i));
       }
       // Ranks someone named (DETECT) are no longer waited for.
       waiting.erase(std::remove_if(waiting.begin(), waiting.end(), [&](int r) { return out_[static_cast<size_t>(r)]; }),
                     waiting.end());
-      if (waiting.empty()) return OkStatus();
+      if (waiting.empty()) return problem;
       const double now = net::nowSec();
       if (detect_ && now >= probeAt) {
         for (size_t i = 0; i < waiting.size();) {
@@ -136,9 +145,10 @@ class Gathering {
             ++i;
           }
         }
-        if (waiting.empty()) return OkStatus();
+        if (waiting.empty()) return problem;
       }
       if (now > deadline) {
+        if (!problem.ok()) return problem;
         if (!detect_)
           return Status(strataTimeout, fmt::format("rank {} did not join the shrink within {} s (is it dead too? then "
                                                    "exclude it)",
@@ -149,6 +159,43 @@ class Gathering {
       ws.clear();
       bs_->addOpenWaitSources(opening[static_cast<size_t>(waiting.front())], &ws);
       pollFds(ws.fds, 50000);
+    }
+  }
+
+  /// DETECT: a rank another survivor named may be alive and on its way: while it lives (its
+  /// listener answers a probe) and until `by`, take its join and tell it it was left out, rather
+  /// than leave it waiting for an answer until its timeout.
+  void tellTheExcluded(double by) {
+    std::vector<int> alive;
+    for (int r = 0; r < nranks_; ++r)
+      if (r != rank_ && out_[static_cast<size_t>(r)] && joined_[static_cast<size_t>(r)].fd < 0 &&
+          std::find(found_.begin(), found_.end(), r) == found_.end() && bs_->probePeer(r, net::nowSec() + kProbeSec))
+        alive.push_back(r);
+    std::vector<Bootstrap::Opening> opening(alive.size());
+    for (size_t i = 0; i < alive.size(); ++i)
+      if (!bs_->startOpen(alive[i], Bootstrap::kShrink, index_, -1, false, &opening[i]).ok()) return;
+    WaitSet ws;
+    while (!alive.empty() && net::nowSec() < by) {
+      for (size_t i = 0; i < alive.size();) {
+        int fd = -1;
+        if (!bs_->pollOpen(&opening[i], &fd).ok()) return;
+        if (fd < 0) {
+          ++i;
+          continue;
+        }
+        ShrinkReply reply{};
+        reply.status = strataInvalidUsage;
+        const std::string why = fmt::format("rank {} came to the shrink, but another survivor excludes it", alive[i]);
+        std::strncpy(reply.message, why.c_str(), sizeof(reply.message) - 1);
+        (void)net::sendAll(fd, &reply, sizeof(reply), by + 1, nullptr, fmt::format("rank {}", alive[i]));
+        net::closeFd(&fd);
+        alive.erase(alive.begin() + static_cast<long>(i));
+        opening.erase(opening.begin() + static_cast<long>(i));
+      }
+      if (alive.empty()) break;
+      ws.clear();
+      bs_->addOpenWaitSources(opening.front(), &ws);
+      pollFds(ws.fds, 20000);
     }
   }
 

@@ -41,6 +41,10 @@ run_asan() {
   # (CTest's names of parameterized cases end in "  # GetParam() = ...": hence "( |$)".)
   local slow='^Layouts/TopologyFileCluster\..*/(2x2_(auto|ring)|(2x3|4x2|3x2_uneven|2x3_interleaved)_(hier|auto|ring))( |$)'
   slow+='|^Algo/ThreadRanksOnVirtualNodes\..*/(auto|auto_ucx)( |$)|^Algo/NetnsCollectives\..*/(hier|auto_shaped)( |$)'
+  # Also left out: a test that forks processes of rank threads while the parent runs the bootstrap
+  # root's thread; under ASan its children often hang in init with no output (never unsanitized:
+  # 10 of 10 pass). Suspected: ASan's allocator lock held across fork(). Open (docs/RELIABILITY.md).
+  slow+='|^ProcessesOfThreadsOnVirtualNodes\.EveryKindOfPeerIsRightAndExact$'
   # hwloc's PCI plugin (libpciaccess) leaks ~1 KB per topology load, from a library it has unloaded
   # by exit, so LSan cannot name (or suppress) it: the ranks take the PCI devices from hwloc's
   # Linux sysfs discovery instead (the same devices and locality).
