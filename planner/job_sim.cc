@@ -16,12 +16,6 @@ namespace {
 
 constexpr int kTp = 0, kCp = 1, kEp = 2, kDp = 3, kPp = 4;
 
-/// Layers of chunk c of C (the step model's split: the remainder from chunk 1 on).
-int layersOf(const ModelSpec& m, int c, int C) {
-  const int base = m.layers / C, extra = m.layers % C;
-  return base + (c >= 1 && c <= extra ? 1 : 0);
-}
-
 /// A rendezvous of one group: members arrive one by one; the last releases them all.
 struct Meeting {
   int arrived = 0;
@@ -118,7 +112,7 @@ class JobSim {
   }
 
   double computeOf(trainer::Op op, int chunk) const {
-    const double n = layersOf(m_, chunk, C_);
+    const double n = chunkLayers(m_, chunk, C_);
     const PassCost& lc = pred_.plan.layerCompute;
     const bool last = chunk == C_ - 1;
     const PassCost& lg = pred_.plan.logitsCompute;
@@ -130,7 +124,7 @@ class JobSim {
   }
 
   double collectivesOf(trainer::Op op, int chunk) const {
-    const double n = layersOf(m_, chunk, C_);
+    const double n = chunkLayers(m_, chunk, C_);
     return op == trainer::Op::F ? n * layerFwd_ : op == trainer::Op::B ? n * layerBwd_ : 0.0;
   }
 
@@ -241,14 +235,14 @@ class JobSim {
     for (size_t g = 0; g < G; ++g) {
       const int s = stageOf[g];
       int stageLayers = 0;
-      for (int v = 0; v < l_.vp; ++v) stageLayers += layersOf(m_, v * P_ + s, C_);
+      for (int v = 0; v < l_.vp; ++v) stageLayers += chunkLayers(m_, v * P_ + s, C_);
       struct Bucket {
         double ready, share;
       };
       std::vector<Bucket> buckets;
       if (!dpOverlap_) buckets.push_back({r_.makespan, 1.0});  // one reduction after the passes
       for (int v = 0; v < l_.vp && dpOverlap_; ++v) {
-        const int n = layersOf(m_, v * P_ + s, C_);
+        const int n = chunkLayers(m_, v * P_ + s, C_);
         const double a = from[g * V + size_t(v)], b = upto[g * V + size_t(v)];
         for (int j = 1; j <= n; ++j)  // the j-th layer the backward finishes
           buckets.push_back({a + (b - a) * j / n, 1.0 / std::max(stageLayers, 1)});
@@ -257,9 +251,10 @@ class JobSim {
       double lane = 0;
       for (const Bucket& bk : buckets) {
         double t = 0;
-        for (const GroupCall& c : pred_.plan.dpCalls) {
-          const double e = coster_.exact(c.group, c.coll, c.algo, c.bytes * bk.share);
-          t += e < 0 ? c.fittedSeconds * bk.share : e;
+        for (const GroupCall& c : pred_.plan.dpCalls) {  // the runtime chooses per call: at the bucket's size
+          const CommTime fit = coster_.collective(c.group, c.coll, c.bytes * bk.share);
+          const double e = coster_.exact(c.group, c.coll, fit.algo, c.bytes * bk.share);
+          t += e < 0 ? fit.seconds : e;
         }
         lane = std::max(lane, bk.ready) + t;
         ++r_.rendezvous;

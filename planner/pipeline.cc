@@ -35,6 +35,7 @@ PipelineResult simulatePipeline(PipeSchedule sched, int pp, int vp, long microba
   std::vector<double> free(size_t(P), 0.0), busy(size_t(P), 0.0);
   const double hop = P > 1 ? p2p : 0.0;
   PipelineResult r;
+  r.lastGrad.assign(size_t(P), std::vector<std::pair<double, double>>(size_t(vp), {0.0, 0.0}));
   for (;;) {
     bool progress = false, done = true;
     for (int s = 0; s < P; ++s) {
@@ -62,6 +63,7 @@ PipelineResult simulatePipeline(PipeSchedule sched, int pp, int vp, long microba
         busy[size_t(s)] += cost;
         if (a.op == trainer::Op::F) fEnd[at(chunk, a.mb)] = start + cost;
         if (a.op == trainer::Op::B) bEnd[at(chunk, a.mb)] = start + cost;
+        if (a.op == (split ? trainer::Op::W : trainer::Op::B)) r.lastGrad[size_t(s)][size_t(a.v)] = {start, start + cost};
         r.makespan = std::max(r.makespan, start + cost);
         progress = true;
       }

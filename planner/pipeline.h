@@ -5,6 +5,7 @@
 // (the trainer's own timeline takes transfers as free and costs as equal on every stage).
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "planner/compute_model.h"
@@ -16,6 +17,10 @@ struct PipelineResult {
   double makespan = 0;  ///< seconds from the first forward to the last backward pass
   double bubble = 0;    ///< idle share of all stages: 1 - busy / (stages * makespan)
   int peakInFlight = 0; ///< most (microbatch, chunk) activations a stage holds at once (stage 0)
+  /// lastGrad[stage][v]: start and end of the pass that completes local chunk v's weight
+  /// gradients (its last backward, or its last W when the backward is split): the window in which
+  /// the data-parallel reduction of that chunk's layers can begin.
+  std::vector<std::vector<std::pair<double, double>>> lastGrad;
 };
 
 /// chunkCost[c] is the cost of chunk c (c = v * pp + stage: stage c % pp, its local chunk c / pp);

@@ -12,6 +12,11 @@ namespace strata::planner {
 
 static constexpr unsigned kTp = 1u << 0, kCp = 1u << 1, kEp = 1u << 2, kDp = 1u << 3, kPp = 1u << 4;
 
+int chunkLayers(const ModelSpec& m, int c, int C) {
+  const int base = m.layers / C, extra = m.layers % C;
+  return base + (c >= 1 && c <= extra ? 1 : 0);
+}
+
 int peakInFlight(const Layout& l, long microbatches) {
   trainer::Config cfg;
   cfg.pp = l.pp, cfg.virtualStages = l.vp, cfg.microbatches = int(microbatches);
@@ -29,6 +34,35 @@ StepModel::StepModel(const ModelSpec& m, const HardwareSpec& hw, StepOptions opt
     : m_(m), hw_(hw), opt_(opt), coster_(hw) {}
 
 static std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / double(1 << 20)); }
+
+// The data-parallel reduction overlapped with the backward, bucket by layer as the trainer
+// reduces: layer j of a chunk's n has its gradients j/n of the way through the chunk's last
+// gradient pass (pipeline.h: lastGrad); each stage's lane reduces the buckets in that order, each
+// call timed at the bucket's size (latency paid per bucket). Returns how far the slowest stage's
+// lane runs past the last pass. Every stage's group is costed with the busiest stage's parameters.
+double StepModel::overlappedTail(const Prediction& p) {
+  const int P = p.layout.pp, V = p.layout.vp, C = P * V;
+  double tail = 0;
+  std::vector<double> buckets;  // when each layer's gradients are complete
+  for (int s = 0; s < P; ++s) {
+    int stageLayers = 0;
+    for (int v = 0; v < V; ++v) stageLayers += chunkLayers(m_, v * P + s, C);
+    const double share = 1.0 / std::max(stageLayers, 1);
+    double perBucket = 0;
+    for (const GroupCall& c : p.plan.dpCalls) perBucket += coster_.collective(c.group, c.coll, c.bytes * share).seconds;
+    buckets.clear();
+    for (int v = 0; v < V; ++v) {
+      const int n = chunkLayers(m_, v * P + s, C);
+      const auto [a, b] = p.pipe.lastGrad[size_t(s)][size_t(v)];
+      for (int j = 1; j <= n; ++j) buckets.push_back(a + (b - a) * j / n);
+    }
+    std::sort(buckets.begin(), buckets.end());
+    double lane = 0;
+    for (double ready : buckets) lane = std::max(lane, ready) + perBucket;
+    tail = std::max(tail, lane - p.pipe.makespan);
+  }
+  return tail;
+}
 
 Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
   Prediction p;
@@ -134,10 +168,9 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
 
   // Chunk costs: layers spread over chunks (the remainder from chunk 1 on), logits on the last.
   std::vector<PassCost> chunks(static_cast<size_t>(C));
-  const int base = m_.layers / C, extra = m_.layers % C;
   const PassCost logits = logitsCost(m_, l, hw_);
   for (int c = 0; c < C; ++c) {
-    const int n = base + (c >= 1 && c <= extra ? 1 : 0) + (extra == C ? 1 : 0);
+    const int n = chunkLayers(m_, c, C);
     PassCost& pc = chunks[size_t(c)];
     pc.fwd = n * perLayer.fwd, pc.bwdInput = n * perLayer.bwdInput, pc.bwdWeight = n * perLayer.bwdWeight;
     if (c == C - 1) pc.fwd += logits.fwd, pc.bwdInput += logits.bwdInput, pc.bwdWeight += logits.bwdWeight;
@@ -180,9 +213,7 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
                            algoName(rs.algo), mib(gradBytes), algoName(ag.algo), mib(localParams * m_.paramBytes));
     }
     d.perCall = t, d.total = t;
-    // Overlap: the reduction of each bucket starts when the last microbatch's backward produced it.
-    const double window = opt_.dpOverlap ? chunks[0].bwd() * l.vp : 0.0;
-    dpExposed = std::max(0.0, t - window);
+    dpExposed = opt_.dpOverlap ? overlappedTail(p) : t;
     d.exposed = dpExposed;
     p.comms.push_back(d);
   }

@@ -72,11 +72,17 @@ class StepModel {
   CommCoster& coster() { return coster_; }
 
  private:
+  double overlappedTail(const Prediction& p);  ///< exposed dp reduction overlapped with the backward
+
   ModelSpec m_;
   HardwareSpec hw_;
   StepOptions opt_;
   CommCoster coster_;
 };
+
+/// Layers of chunk c of C: an even split, the remainder one each from chunk 1 on (the first chunk
+/// carries the embedding, the last the logits).
+int chunkLayers(const ModelSpec& m, int c, int C);
 
 /// The most (microbatch, chunk) activations stage 0 holds at once under the schedule.
 int peakInFlight(const Layout& l, long microbatches);
