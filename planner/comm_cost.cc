@@ -54,7 +54,7 @@ topology::CommLayout shapeLayout(const GroupShape& g, int nodes, const HardwareS
       p.nodeKey = uint64_t(n) + 1;
       p.processKey = (uint64_t(n) << 32) + uint64_t(local) + 1;
       p.rail = hw.rails > 0 ? local % hw.rails : -1;
-      p.gpu = local;
+      p.gpu = hw.sharedCores > 0 ? -1 : local;  // CPU ranks talk through shared memory
       p.nvlink = hw.nvlink;
       p.nodeName = fmt::format("node{}", n);
       places.push_back(p);

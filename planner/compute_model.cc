@@ -34,14 +34,15 @@ PassCost layerCost(const ModelSpec& m, const Layout& l, const HardwareSpec& hw) 
   const double elem = layerForwardElementwiseBytes(m, l, tokens) / bw;
   const double scores = m.flashAttention ? 0 : (4.0 + (m.dropout ? 2.0 : 0.0)) * tokens * m.seq * (m.heads / l.tp) *
                                                    m.paramBytes / bw;
+  const double gemm = (flops - core) / rate, attn = core / hw.attentionRate();
   PassCost c;
-  c.fwd = flops / rate + elem;
+  c.fwd = gemm + attn + elem;
   // Backward: input gradients (all GEMMs once, attention scores twice) and weight gradients
   // (the weight GEMMs once); element-wise traffic twice the forward's.
-  c.bwdInput = (flops + core) / rate + 2 * elem;
-  c.bwdWeight = (flops - core) / rate;
+  c.bwdInput = gemm + 2 * attn + 2 * elem;
+  c.bwdWeight = gemm;
   if (l.recompute == Recompute::Full) c.bwdInput += c.fwd;
-  if (l.recompute == Recompute::Selective) c.bwdInput += core / rate + scores;
+  if (l.recompute == Recompute::Selective) c.bwdInput += attn + scores;
   return c;
 }
 

@@ -5,6 +5,7 @@
 // docs/PLANNER.md), and every value can be overridden.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include "collectives/cost_model.h"
@@ -22,10 +23,19 @@ struct HardwareSpec {
   double memoryBytes = 0;      ///< per GPU
   double hbmBytesPerSec = 0;   ///< per GPU, peak
   double matmulEfficiency = 0; ///< share of peak FLOP/s the layer GEMMs reach
+  double attentionFlops = 0;   ///< FLOP/s of the attention core (QK^T, AV); 0: the GEMMs' rate
   double hbmEfficiency = 0.8;  ///< share of peak memory bandwidth element-wise kernels reach
   CostModel::Costs costs{};    ///< per link class (the topology file's, else defaults)
+  /// > 0: the ranks are CPU processes of one machine sharing this many cores (host.h; virtual
+  /// nodes of one machine share them too); 0: a dedicated GPU per rank.
+  double sharedCores = 0;
+
+  /// How many times slower than dedicated a rank runs when every rank of a `world` is busy.
+  double oversubscription(int world) const { return sharedCores > 0 ? std::max(1.0, world / sharedCores) : 1.0; }
 
   int gpus() const { return nodes * gpusPerNode; }
+  double gemmRate() const { return peakFlops * matmulEfficiency; }
+  double attentionRate() const { return attentionFlops > 0 ? attentionFlops : gemmRate(); }
 };
 
 /// Facts of known GPU types, matched by name ("A100", "H100", "H200"): peak dense bf16 TFLOP/s,

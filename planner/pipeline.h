@@ -23,10 +23,21 @@ struct PipelineResult {
   std::vector<std::vector<std::pair<double, double>>> lastGrad;
 };
 
-/// chunkCost[c] is the cost of chunk c (c = v * pp + stage: stage c % pp, its local chunk c / pp);
-/// `p2p` the seconds of one transfer between neighbouring stages.
+/// Ranks that share CPU cores instead of owning a device (the trainer's host ranks on one
+/// machine): every rank of a stage runs the stage's passes in lockstep, and while k stages are
+/// running a pass the ranksPerStage * k busy ranks share `cores` cores, each at
+/// min(1, cores / busy) of its dedicated speed (processor sharing: a stage waiting in its bubble
+/// leaves its cores to the others). cores <= 0: a dedicated device per rank.
+struct CoreSharing {
+  int ranksPerStage = 0;
+  double cores = 0;
+  bool shared() const { return cores > 0 && ranksPerStage > 0; }
+};
+
+/// chunkCost[c] is the cost of chunk c (c = v * pp + stage: stage c % pp, its local chunk c / pp)
+/// on a dedicated device; `p2p` the seconds of one transfer between neighbouring stages.
 PipelineResult simulatePipeline(PipeSchedule sched, int pp, int vp, long microbatches,
-                                const std::vector<PassCost>& chunkCost, double p2p);
+                                const std::vector<PassCost>& chunkCost, double p2p, CoreSharing share = {});
 
 /// The closed-form bubble for equal stages and free transfers (GPipe/1F1B (p-1)/(m+p-1),
 /// interleaved (p-1)/(v*m+p-1), ZB-H1 (p-1)/(3m+p-1) at F = B = W), for tests and reports.

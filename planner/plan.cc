@@ -122,8 +122,11 @@ std::string planReport(const PlanResult& r, const ModelSpec& m, const HardwareSp
                               "sequences ({:.1f}M tokens)\n",
                               m.name, m.totalParams() / 1e9, m.activeParamsPerToken() / 1e9, m.seq, m.globalBatch,
                               double(m.globalBatch) * m.seq / 1e6);
-  s += fmt::format("cluster: {} = {} GPUs; GEMM efficiency {:.2f}, HBM {:.0f} GB/s x {:.2f}\n", hw.description,
-                   hw.gpus(), hw.matmulEfficiency, hw.hbmBytesPerSec / 1e9, hw.hbmEfficiency);
+  if (hw.sharedCores > 0)
+    s += fmt::format("cluster: {}\n", hw.description);
+  else
+    s += fmt::format("cluster: {} = {} GPUs; GEMM efficiency {:.2f}, HBM {:.0f} GB/s x {:.2f}\n", hw.description,
+                     hw.gpus(), hw.matmulEfficiency, hw.hbmBytesPerSec / 1e9, hw.hbmEfficiency);
   s += fmt::format("{} candidate layouts: {} fit, {} do not fit in memory; planned in {:.2f} s ({} cost-model "
                    "simulations)\n\n",
                    r.candidates, r.ranked.size(), r.rejected.size(), r.seconds, r.simulations);

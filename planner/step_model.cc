@@ -40,7 +40,8 @@ static std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / 
 // gradient pass (pipeline.h: lastGrad); each stage's lane reduces the buckets in that order, each
 // call timed at the bucket's size (latency paid per bucket). Returns how far the slowest stage's
 // lane runs past the last pass. Every stage's group is costed with the busiest stage's parameters.
-double StepModel::overlappedTail(const Prediction& p) {
+// `crowd`: on shared cores the lane runs that many times slower (every rank reduces at once).
+double StepModel::overlappedTail(const Prediction& p, double crowd) {
   const int P = p.layout.pp, V = p.layout.vp, C = P * V;
   double tail = 0;
   std::vector<double> buckets;  // when each layer's gradients are complete
@@ -50,6 +51,7 @@ double StepModel::overlappedTail(const Prediction& p) {
     const double share = 1.0 / std::max(stageLayers, 1);
     double perBucket = 0;
     for (const GroupCall& c : p.plan.dpCalls) perBucket += coster_.collective(c.group, c.coll, c.bytes * share).seconds;
+    perBucket *= crowd;
     buckets.clear();
     for (int v = 0; v < V; ++v) {
       const int n = chunkLayers(m_, v * P + s, C);
@@ -81,7 +83,6 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
   const double T = double(l.mbs) * m_.seq / l.cp;  // tokens per microbatch on one GPU
   const double actBytes = T * m_.hidden * m_.paramBytes;
   const PassCost layer = layerCost(m_, l, hw_);
-  const double rate = hw_.peakFlops * hw_.matmulEfficiency;
   const int fwdSets = l.recompute == Recompute::Full ? 2 : 1;  // forward collectives run again
   const int C = l.pp * l.vp;
   const long passes = M * C / l.pp;  // (microbatch, chunk) passes per stage
@@ -122,7 +123,7 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
     double core = 0;
     layerForwardFlops(m_, T, l.tp, &core);
     const double ringF = (l.cp - 1) * step, ringB = 2 * ringF;
-    const double expF = std::max(0.0, ringF - core / rate), expB = std::max(0.0, ringB - 2 * core / rate);
+    const double expF = std::max(0.0, ringF - core / hw_.attentionRate()), expB = std::max(0.0, ringB - 2 * core / hw_.attentionRate());
     perLayer.fwd += expF;
     perLayer.bwdInput += expB + (fwdSets - 1) * expF;
     hidden.fwd += expF;
@@ -186,7 +187,10 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
     d.total = 2 * ppHop * double(passes);
     p.comms.push_back(d);
   }
-  p.pipe = simulatePipeline(l.schedule, l.pp, l.vp, M, chunks, ppHop);
+  CoreSharing share;
+  if (hw_.sharedCores > 0) share.ranksPerStage = l.world() / l.pp, share.cores = hw_.sharedCores;
+  p.pipe = simulatePipeline(l.schedule, l.pp, l.vp, M, chunks, ppHop, share);
+  const double crowd = hw_.oversubscription(l.world());  // all ranks reduce and step together
   if (l.pp > 1) p.comms.back().exposed = p.comms.back().total;  // blocking transfers (in the makespan)
 
   // Data parallel: gradients reduced over dp x cp x ep (dense) and dp x cp (experts) after the
@@ -213,11 +217,11 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
                            algoName(rs.algo), mib(gradBytes), algoName(ag.algo), mib(localParams * m_.paramBytes));
     }
     d.perCall = t, d.total = t;
-    dpExposed = opt_.dpOverlap ? overlappedTail(p) : t;
+    dpExposed = opt_.dpOverlap ? overlappedTail(p, crowd) : t * crowd;
     d.exposed = dpExposed;
     p.comms.push_back(d);
   }
-  p.optimizer = optimizerSeconds(localParams, l, m_, hw_);
+  p.optimizer = optimizerSeconds(localParams, l, m_, hw_) * crowd;
   p.plan.layerCompute = hidden;
   p.plan.logitsCompute = logits;
   p.plan.localParams = localParams;

@@ -72,7 +72,7 @@ class StepModel {
   CommCoster& coster() { return coster_; }
 
  private:
-  double overlappedTail(const Prediction& p);  ///< exposed dp reduction overlapped with the backward
+  double overlappedTail(const Prediction& p, double crowd);  ///< exposed dp reduction overlapped with the backward
 
   ModelSpec m_;
   HardwareSpec hw_;

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "planner/host.h"
 #include "planner/job_sim.h"
 #include "planner/plan.h"
 #include "planner/validation.h"
@@ -12,13 +13,20 @@ using namespace strata::planner;
 
 int main(int argc, char** argv) {
   CLI::App app{"strata-plan: choose the parallel layout of a training job for a cluster (docs/PLANNER.md)"};
-  std::string clusterFile, modelFile, flagsOut, rankfile, onlyLayout, validateFile, root = ".";
-  int top = 15, nodes = 0;
-  double eff = 0, hbmEff = 0;
+  std::string clusterFile, modelFile, flagsOut, rankfile, rankingOut, onlyLayout, validateFile, root = ".";
+  int top = 15, nodes = 0, hostRanks = 0, hostCores = 0;
+  double eff = 0, hbmEff = 0, hostStep = 0;
   bool noDpOverlap = false, quick = false, simulate = false;
   SearchSpace space;
   app.add_option("--cluster", clusterFile, "cluster (topology) file, e.g. topology/files/dgx_h100_2048n.json");
   app.add_option("--model", modelFile, "model file, e.g. planner/models/llama3_70b.json");
+  app.add_option("--host-ranks", hostRanks,
+                 "plan the reference trainer's CPU ranks on this machine instead of a cluster file: N ranks sharing "
+                 "its cores, the trainer's GEMM rate and memory bandwidth measured here");
+  app.add_option("--host-step-seconds", hostStep,
+                 "with --host-ranks: the model's measured step time on ONE rank (strata-train alone); the measured "
+                 "kernel rates are scaled so that the one-rank prediction equals it (the parallel layouts stay predicted)");
+  app.add_option("--cores", hostCores, "with --host-ranks: cores the ranks share (default: the CPUs this process may use)");
   app.add_option("--nodes", nodes, "use this many nodes of the cluster file's first node type");
   app.add_option("--validate", validateFile, "predict the published runs of a validation file and print the table");
   app.add_option("--root", root, "with --validate: directory the cluster paths are relative to (default .)");
@@ -34,6 +42,8 @@ int main(int argc, char** argv) {
                "check the chosen layout's prediction: one step as a discrete-event run over every rank, each "
                "collective through its schedule at the group's full size (no data moved)");
   app.add_option("--flags-out", flagsOut, "write the chosen layout's strata-train flags to this file");
+  app.add_option("--ranking-out", rankingOut,
+                 "write every ranked layout as 'rank<TAB>predicted step s<TAB>layout<TAB>strata-train flags' to this file");
   app.add_option("--rankfile", rankfile, "write 'rank node local tp cp ep dp pp' for every rank to this file");
   app.add_option("--layout", onlyLayout, "only predict layouts whose description contains this text (e.g. 'tp8 cp1 ep1 dp64 pp16')");
   CLI11_PARSE(app, argc, argv);
@@ -49,18 +59,31 @@ int main(int argc, char** argv) {
     fmt::print("{}", validationTable(rows));
     return 0;
   }
-  if (clusterFile.empty() || modelFile.empty()) {
-    fmt::print(stderr, "strata-plan: --cluster and --model are required (or --validate FILE)\n");
+  if ((clusterFile.empty() == (hostRanks <= 0)) || modelFile.empty()) {
+    fmt::print(stderr, "strata-plan: --model and one of --cluster FILE or --host-ranks N are required (or --validate FILE)\n");
+    return 2;
+  }
+  if (hostRanks > 0 && simulate) {
+    fmt::print(stderr, "strata-plan: --simulate models a device per rank; it does not apply to --host-ranks\n");
     return 2;
   }
 
   HardwareSpec hw;
   ModelSpec model;
-  strata::Status st = loadClusterFile(clusterFile, &hw);
-  if (st.ok()) st = loadModelFile(modelFile, &model);
+  strata::Status st = loadModelFile(modelFile, &model);
+  if (st.ok() && hostRanks <= 0) st = loadClusterFile(clusterFile, &hw);
   if (!st.ok()) {
     fmt::print(stderr, "strata-plan: {}\n", st.message());
     return 1;
+  }
+  if (hostRanks > 0) {
+    const HostCalibration cal = calibrateHost(model);
+    hw = hostHardware(hostRanks, hostCores, cal);
+    if (hostStep > 0) {
+      const double scale = oneRankStep(model, cal) / hostStep;
+      hw.peakFlops *= scale, hw.attentionFlops *= scale, hw.hbmBytesPerSec *= scale;
+      hw.description += fmt::format("; rates x {:.3f} to match the measured one-rank step of {:.3f} s", scale, hostStep);
+    }
   }
   if (nodes > 0) hw.nodes = nodes;
   if (eff > 0) hw.matmulEfficiency = eff;
@@ -88,6 +111,12 @@ int main(int argc, char** argv) {
     fmt::print("\n{}", describeJobSim(simulateJob(model, p, sm.coster(), opt.dpOverlap), p));
   }
   if (!flagsOut.empty()) std::ofstream(flagsOut) << trainerFlags(r.ranked[0], model) << "\n";
+  if (!rankingOut.empty()) {
+    std::ofstream out(rankingOut);
+    for (size_t i = 0; i < r.ranked.size(); ++i)
+      out << fmt::format("{}\t{:.6f}\t{}\t{}\n", i + 1, r.ranked[i].step, r.ranked[i].layout.describe(),
+                         trainerFlags(r.ranked[i], model));
+  }
   if (!rankfile.empty()) std::ofstream(rankfile) << rankTable(r.ranked[0].layout, hw.gpusPerNode);
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "collectives/cost_model.h"
+#include "planner/host.h"
 #include "planner/job_sim.h"
 #include "planner/plan.h"
 #include "planner/validation.h"
@@ -295,4 +296,59 @@ TEST(PlannerJobSim, SixteenThousandRanksInSeconds) {
   EXPECT_LT(r.wallSeconds, 30.0);
   EXPECT_NEAR(r.makespan, p.pipe.makespan, 1e-9 * p.pipe.makespan);
   std::printf("%s", describeJobSim(r, p).c_str());
+}
+
+// Ranks sharing cores (the trainer's CPU ranks): one core under two stages of one rank each never
+// idles while a pass is runnable, so GPipe's bubble disappears and the step is the total work;
+// with a core per busy rank the pipeline is the dedicated one.
+TEST(PlannerPipeline, SharedCoresFillTheBubble) {
+  const int pp = 2;
+  const long m = 8;
+  const std::vector<PassCost> cost(size_t(pp), PassCost{1.0, 1.0, 0.0});
+  const PipelineResult dedicated = simulatePipeline(PipeSchedule::GPipe, pp, 1, m, cost, 0.0);
+  EXPECT_NEAR(dedicated.makespan, 2.0 * (m + pp - 1), 1e-9);  // (m + p - 1) forward and backward slots
+  CoreSharing one;
+  one.ranksPerStage = 1, one.cores = 1;
+  const PipelineResult shared = simulatePipeline(PipeSchedule::GPipe, pp, 1, m, cost, 0.0, one);
+  EXPECT_NEAR(shared.makespan, 2.0 * 2 * m, 1e-9);  // all 2 x 2m passes back to back on the core
+  CoreSharing plenty;
+  plenty.ranksPerStage = 4, plenty.cores = 16;  // a core for every rank of the 4 stages
+  const PipelineResult wide = simulatePipeline(PipeSchedule::OneFOneB, 4, 1, m, std::vector<PassCost>(4, cost[0]), 0.0,
+                                               plenty);
+  EXPECT_NEAR(wide.makespan, simulatePipeline(PipeSchedule::OneFOneB, 4, 1, m, std::vector<PassCost>(4, cost[0]), 0.0)
+                                 .makespan, 1e-9);
+  // One stage of 8 ranks on 2 cores: 4 times the dedicated time.
+  CoreSharing crowd;
+  crowd.ranksPerStage = 8, crowd.cores = 2;
+  const PipelineResult flat = simulatePipeline(PipeSchedule::OneFOneB, 1, 1, m, {cost[0]}, 0.0, crowd);
+  EXPECT_NEAR(flat.makespan, 4.0 * 2 * m, 1e-9);
+  EXPECT_NEAR(flat.bubble, 0.0, 1e-12);
+}
+
+// --host-ranks: the trainer's own loops measured here give positive rates, the ranks share the
+// CPUs, groups talk through shared memory, and a one-rank prediction at those rates is the
+// compute the step model adds up.
+TEST(PlannerHost, CalibratedHostRanksShareCores) {
+  ModelSpec m;
+  ASSERT_TRUE(loadModelFile(std::string(PLANNER_MODELS_DIR) + "/trainer_small.json", &m).ok());
+  const HostCalibration cal = calibrateHost(m);
+  EXPECT_GT(cal.gemmFlops, 1e8);
+  EXPECT_GT(cal.attnFlops, 1e7);
+  EXPECT_GT(cal.memBytes, 1e7);
+  const HardwareSpec hw = hostHardware(8, 2, cal);
+  EXPECT_EQ(hw.gpus(), 8);
+  EXPECT_EQ(hw.sharedCores, 2);
+  EXPECT_EQ(hw.oversubscription(8), 4.0);
+  StepModel sm(m, hw);
+  Layout dp8;
+  dp8.dp = 8;
+  ASSERT_EQ(checkLayout(dp8, m, 8, 8), "");
+  const Prediction p = sm.predict(dp8, true);
+  const double single = oneRankStep(m, cal);
+  // 8 ranks each doing an eighth of the work, 4 to a core: half the one-rank compute, plus the
+  // (shared-memory) gradient reduction and the optimizer of every rank.
+  EXPECT_GT(p.step, single / 2);
+  EXPECT_LT(p.step, single);
+  EXPECT_EQ(groupShape(dp8.spec(), 1u << 3, 8).key(), "1x{0,1,2,3,4,5,6,7}");
+  EXPECT_EQ(shapeLayout(groupShape(dp8.spec(), 1u << 3, 8), 1, hw).link(0, 1), topology::LinkClass::SharedMemory);
 }
