@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/op_ring.h"
 #include "tools/soak_exec.h"
 
 namespace {
@@ -109,12 +110,9 @@ void watchdog(Process* proc) {
     }
     if (!hung) continue;
     std::fflush(stderr);
-    // strata's SIGUSR1 handler (when installed) dumps the op rings for the hang report.
-    struct sigaction sa {};
-    if (sigaction(SIGUSR1, nullptr, &sa) == 0 && sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN) {
-      raise(SIGUSR1);
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-    }
+    // This process's op rings for strata-run's hang report, written before we exit (synchronously:
+    // a signal to strata's dump thread and a fixed wait lost the dump on a loaded machine).
+    strata::dumpOpRings("hang", /*stderrWithoutDir=*/true);
     std::printf("strata-soak: hang detected, exiting %d\n", kExitHang);
     std::fflush(stdout);
     _exit(kExitHang);
