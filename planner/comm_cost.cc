@@ -62,10 +62,33 @@ topology::CommLayout shapeLayout(const GroupShape& g, int nodes, const HardwareS
   return topology::CommLayout(places);
 }
 
-CommCoster::CommCoster(const HardwareSpec& hw) : hw_(hw), costs_(hw.costs) {
+int railSharing(const GroupShape& g, const HardwareSpec& hw) {
+  if (g.nodes <= 1 || hw.rails <= 0 || hw.gpusPerNode <= 0) return 1;
+  int worst = 1;
+  for (int r = 0; r < hw.rails; ++r) {
+    int onRail = 0, members = 0;
+    for (int l = 0; l < hw.gpusPerNode; ++l) onRail += l % hw.rails == r;
+    for (int l : g.locals) members += l % hw.rails == r;
+    if (members > 0) worst = std::max(worst, (onRail + members - 1) / members);
+  }
+  return worst;
+}
+
+CommCoster::CommCoster(const HardwareSpec& hw, double localSlowdown) : hw_(hw), costs_(hw.costs) {
   // Local copies and reductions of a GPU collective run in its kernels at memory speed (read two
   // operands, write one), not through host shared memory.
   costs_[size_t(topology::LinkClass::SharedMemory)].bandwidthGBps = hw.hbmBytesPerSec * hw.hbmEfficiency / 3 / 1e9;
+  for (auto k : {topology::LinkClass::SharedMemory, topology::LinkClass::SameProcess}) {
+    costs_[size_t(k)].bandwidthGBps /= localSlowdown;
+    costs_[size_t(k)].latencyUs *= localSlowdown;
+  }
+}
+
+CostModel::Costs CommCoster::costsFor(const GroupShape& g) const {
+  CostModel::Costs c = costs_;
+  const int share = railSharing(g, hw_);
+  for (auto k : {topology::LinkClass::Rail, topology::LinkClass::CrossRail}) c[size_t(k)].bandwidthGBps /= share;
+  return c;
 }
 
 static bool logScaling(Algo a) { return a == Algo::Rhd || a == Algo::Tree || a == Algo::Bruck; }
@@ -82,7 +105,7 @@ CommCoster::Fit CommCoster::fitAt(const GroupShape& g, int nodes, CollType coll,
   auto it = fits_.find(key);
   if (it != fits_.end()) return it->second;
   const topology::CommLayout layout = shapeLayout(g, nodes, hw_);
-  const CostModel model(layout, costs_);
+  const CostModel model(layout, costsFor(g));
   const int n = layout.nranks();
   const size_t elem = 2;
   const double b1 = double(n) * n * 4096, b2 = 4 * b1;  // large enough that every block is non-empty
@@ -139,7 +162,7 @@ CommTime CommCoster::collective(const GroupShape& g, CollType coll, double bytes
     algo = it->second;
   } else if (g.nodes == 1 || g.size > kTunerSimLimit) {
     const topology::CommLayout layout = g.nodes == 1 ? shapeLayout(g, 1, hw_) : shapeLayout(g, g.nodes, hw_);
-    const CostModel model(layout, costs_);
+    const CostModel model(layout, costsFor(g));
     TunerInput in{coll, g.size, size_t(bytes), g.nodes == 1, countFor(coll, bytes, g.size, 2), 2, &model};
     algo = chooseAlgo(in);
     choice_.emplace(ckey, algo);
@@ -163,13 +186,19 @@ CommTime CommCoster::collective(const GroupShape& g, CollType coll, double bytes
   return out;
 }
 
+double CommCoster::seconds(const GroupShape& g, CollType coll, Algo algo, double bytes) {
+  if (g.size <= 1 || bytes <= 0) return 0;
+  const double t = timeOf(g, coll, algo, bytes);
+  return t >= 0 ? t : std::max(0.0, timeOf(g, coll, Algo::Ring, bytes));
+}
+
 double CommCoster::exact(const GroupShape& g, CollType coll, Algo algo, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
   const auto key = std::make_tuple(g.key(), int(coll), int(algo), bytes);
   auto it = exact_.find(key);
   if (it != exact_.end()) return it->second;
   const topology::CommLayout layout = shapeLayout(g, g.nodes, hw_);
-  const CostModel model(layout, costs_);
+  const CostModel model(layout, costsFor(g));
   const double t = model.predict(algo, coll, countFor(coll, bytes, g.size, 2), 2);
   ++sims_;
   exact_.emplace(key, t);
@@ -179,7 +208,7 @@ double CommCoster::exact(const GroupShape& g, CollType coll, Algo algo, double b
 double CommCoster::p2p(const GroupShape& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
   const topology::CommLayout layout = shapeLayout(g, std::min(g.nodes, 2), hw_);
-  const CostModel model(layout, costs_);
+  const CostModel model(layout, costsFor(g));
   double worst = 0;
   for (int r = 0; r + 1 < layout.nranks(); ++r)
     worst = std::max(worst, model.latency(r, r + 1) + bytes * model.secondsPerByte(r, r + 1));

@@ -43,10 +43,16 @@ struct CommTime {
 
 class CommCoster {
  public:
-  explicit CommCoster(const HardwareSpec& hw);
+  /// `localSlowdown` > 1: the copies and reductions inside a node (shared memory, same process)
+  /// run that many times slower, their latency that much longer, as when CPU ranks share cores
+  /// with busy peers (the network's wire time is not slowed).
+  explicit CommCoster(const HardwareSpec& hw, double localSlowdown = 1);
   /// `bytes`: the collective's full buffer per rank (tuner convention: count * n for
   /// reduce-scatter, all-gather and all-to-all).
   CommTime collective(const GroupShape& g, CollType coll, double bytes);
+  /// The same call with the algorithm given (another coster's choice: what the runtime picks is
+  /// decided without this coster's slowdown); ring's time where `algo` has no schedule.
+  double seconds(const GroupShape& g, CollType coll, Algo algo, double bytes);
   /// One call of `algo` run through the simulator on the group's full placement at exactly
   /// `bytes` (no fit, no extrapolation): what --simulate uses. Cached; -1 if `algo` has no schedule.
   double exact(const GroupShape& g, CollType coll, Algo algo, double bytes);
@@ -62,6 +68,8 @@ class CommCoster {
   };
   Fit fitAt(const GroupShape& g, int nodes, CollType coll, Algo algo);
   double timeOf(const GroupShape& g, CollType coll, Algo algo, double bytes);
+  /// The link costs a group of this shape sees (network bandwidth shared with its siblings: railSharing).
+  CostModel::Costs costsFor(const GroupShape& g) const;
 
   HardwareSpec hw_;
   CostModel::Costs costs_;
@@ -70,6 +78,14 @@ class CommCoster {
   std::map<std::tuple<std::string, int, int, double>, double> exact_;
   int sims_ = 0;
 };
+
+/// How many groups of this shape's dimension share each of a node's rails with it: its sibling
+/// groups (the same dimension's other groups, holding the node's other local ranks) communicate at
+/// the same time (every dp group reduces the same buckets, every tp group runs the same layer), and
+/// ranks on one rail share its NIC. 1 on a rail-optimised node (a rail per GPU) or inside a node;
+/// 4 for a group with one rank per node where 4 ranks share a node's single NIC. The group's
+/// network bandwidth is divided by it.
+int railSharing(const GroupShape& g, const HardwareSpec& hw);
 
 /// The representative layout of a shape on `nodes` nodes (rails by local rank, NVLink when the
 /// cluster has it).

@@ -103,11 +103,11 @@ HostCalibration calibrateHost(const ModelSpec& m) {
   return c;
 }
 
-HardwareSpec hostHardware(int ranks, int cores, const HostCalibration& cal) {
+HardwareSpec hostHardware(int ranks, int cores, const HostCalibration& cal, const HostNetwork& net) {
   HardwareSpec h;
-  h.nodes = 1;
-  h.gpusPerNode = ranks;
-  h.rails = 0;
+  h.nodes = std::max(net.nodes, 1);
+  h.gpusPerNode = std::max(ranks / h.nodes, 1);
+  h.rails = h.nodes > 1 ? std::max(net.rails, 1) : 0;
   h.sharedCores = cores > 0 ? cores : usableCpus();
   h.gpuName = "CPU rank";
   h.peakFlops = cal.gemmFlops;
@@ -119,10 +119,22 @@ HardwareSpec hostHardware(int ranks, int cores, const HostCalibration& cal) {
   h.memoryBytes = ram / std::max(ranks, 1);
   for (int k = 0; k < topology::kLinkClassCount; ++k)
     h.costs[size_t(k)] = topology::defaultLinkCost(static_cast<topology::LinkClass>(k));
-  h.description = fmt::format("1 machine, {} CPU ranks sharing {:.0f} cores; one core: {:.2f} GFLOP/s in the trainer's "
+  std::string network = "1 machine";
+  if (h.nodes > 1) {
+    for (auto c : {topology::LinkClass::Rail, topology::LinkClass::CrossRail}) {
+      topology::LinkCost& lc = h.costs[size_t(c)];
+      lc.latencyUs = net.latencyUs;
+      if (net.railBitsPerSec > 0) lc.bandwidthGBps = net.railBitsPerSec / 8 * kTcpPayloadShare / 1e9;
+    }
+    network = fmt::format("virtual cluster of {} nodes x {} ranks, {} rail{} of {} ({:.4f} GB/s payload, {:g} us)",
+                          h.nodes, h.gpusPerNode, h.rails, h.rails == 1 ? "" : "s",
+                          net.railBitsPerSec > 0 ? fmt::format("{:g} Mbit/s", net.railBitsPerSec / 1e6) : "unshaped",
+                          h.costs[size_t(topology::LinkClass::Rail)].bandwidthGBps, net.latencyUs);
+  }
+  h.description = fmt::format("{}, {} CPU ranks sharing {:.0f} cores; one core: {:.2f} GFLOP/s in the trainer's "
                               "layer GEMMs ({} tokens, hidden {}, ffn {}), {:.2f} GFLOP/s in its attention, {:.1f} GB/s "
                               "element-wise",
-                              ranks, h.sharedCores, cal.gemmFlops / 1e9, cal.gemmTokens, cal.gemmIn, cal.gemmOut,
+                              network, ranks, h.sharedCores, cal.gemmFlops / 1e9, cal.gemmTokens, cal.gemmIn, cal.gemmOut,
                               cal.attnFlops / 1e9, cal.memBytes / 1e9);
   return h;
 }

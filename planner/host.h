@@ -1,7 +1,8 @@
 // host.h: the planner's description of this machine running the reference trainer's ranks as CPU
 // processes (strata-plan --host-ranks N): the cores they share (detected), the rate of the
 // trainer's own GEMM loops and the memory bandwidth of its element-wise loops on one core
-// (measured here, at the model's shapes, with the trainer's kernels), and shared-memory links.
+// (measured here, at the model's shapes, with the trainer's kernels), and shared-memory links; or
+// the same ranks on a virtual cluster of network namespaces with rate-limited rails.
 // The step model then runs the pipeline with the ranks sharing the cores (pipeline.h: CoreSharing).
 #pragma once
 
@@ -23,10 +24,26 @@ struct HostCalibration {
 /// repetitions, well under a second.
 HostCalibration calibrateHost(const ModelSpec& m);
 
-/// One node of `ranks` ranks sharing `cores` cores (0: the CPUs this process may run on), at the
-/// calibrated rates (efficiency 1: they are measured), host memory divided among the ranks, and
-/// the default link costs with the shared-memory bandwidth from the measured memory bandwidth.
-HardwareSpec hostHardware(int ranks, int cores, const HostCalibration& cal);
+/// The network of a virtual cluster (strata-run --nodes N --rails R --rail-rate RATE): the ranks
+/// split node-major over `nodes` network namespaces of this machine, each with `rails` veth
+/// interfaces shaped by tc tbf to `railBitsPerSec` per direction (0: not shaped).
+struct HostNetwork {
+  int nodes = 1;
+  int rails = 1;
+  double railBitsPerSec = 0;
+  double latencyUs = 50;  ///< one TCP message through veth and a bridge (stated, as topology/files/virtual_*.json)
+};
+
+/// The payload share of a shaped link's rate: tc tbf counts every frame's Ethernet, IP and TCP
+/// headers (with timestamps: 66 of 1514 bytes per full frame).
+constexpr double kTcpPayloadShare = 1448.0 / 1514.0;
+
+/// `ranks` ranks sharing `cores` cores (0: the CPUs this process may run on), at the calibrated
+/// rates (efficiency 1: they are measured), host memory divided among the ranks; on one node, or
+/// on the virtual cluster `net` (all its nodes still share this machine's cores). Shared memory
+/// inside a node at the measured memory bandwidth; between nodes the rail class at the shaped
+/// rate's payload share (unshaped: the default rail cost).
+HardwareSpec hostHardware(int ranks, int cores, const HostCalibration& cal, const HostNetwork& net = {});
 
 /// The predicted step of `m` on a single rank at these rates (compute and optimizer only): what a
 /// measured one-rank step is compared with to scale the rates (strata-plan --host-step-seconds).

@@ -31,7 +31,7 @@ int peakInFlight(const Layout& l, long microbatches) {
 }
 
 StepModel::StepModel(const ModelSpec& m, const HardwareSpec& hw, StepOptions opt)
-    : m_(m), hw_(hw), opt_(opt), coster_(hw) {}
+    : m_(m), hw_(hw), opt_(opt), coster_(hw), laneCoster_(hw, hw.oversubscription(hw.gpus())) {}
 
 static std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / double(1 << 20)); }
 
@@ -40,8 +40,17 @@ static std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / 
 // gradient pass (pipeline.h: lastGrad); each stage's lane reduces the buckets in that order, each
 // call timed at the bucket's size (latency paid per bucket). Returns how far the slowest stage's
 // lane runs past the last pass. Every stage's group is costed with the busiest stage's parameters.
-// `crowd`: on shared cores the lane runs that many times slower (every rank reduces at once).
-double StepModel::overlappedTail(const Prediction& p, double crowd) {
+// On shared cores the lane's local work is slowed by the other ranks (laneCoster_).
+double StepModel::laneSeconds(const StepPlan& plan, double share) {
+  double t = 0;
+  for (const GroupCall& c : plan.dpCalls) {
+    const CommTime chosen = coster_.collective(c.group, c.coll, c.bytes * share);  // the runtime's pick at this size
+    t += hw_.sharedCores > 0 ? laneCoster_.seconds(c.group, c.coll, chosen.algo, c.bytes * share) : chosen.seconds;
+  }
+  return t;
+}
+
+double StepModel::overlappedTail(const Prediction& p) {
   const int P = p.layout.pp, V = p.layout.vp, C = P * V;
   double tail = 0;
   std::vector<double> buckets;  // when each layer's gradients are complete
@@ -49,9 +58,7 @@ double StepModel::overlappedTail(const Prediction& p, double crowd) {
     int stageLayers = 0;
     for (int v = 0; v < V; ++v) stageLayers += chunkLayers(m_, v * P + s, C);
     const double share = 1.0 / std::max(stageLayers, 1);
-    double perBucket = 0;
-    for (const GroupCall& c : p.plan.dpCalls) perBucket += coster_.collective(c.group, c.coll, c.bytes * share).seconds;
-    perBucket *= crowd;
+    const double perBucket = laneSeconds(p.plan, share);
     buckets.clear();
     for (int v = 0; v < V; ++v) {
       const int n = chunkLayers(m_, v * P + s, C);
@@ -217,7 +224,7 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
                            algoName(rs.algo), mib(gradBytes), algoName(ag.algo), mib(localParams * m_.paramBytes));
     }
     d.perCall = t, d.total = t;
-    dpExposed = opt_.dpOverlap ? overlappedTail(p, crowd) : t * crowd;
+    dpExposed = opt_.dpOverlap ? overlappedTail(p) : laneSeconds(p.plan, 1.0);
     d.exposed = dpExposed;
     p.comms.push_back(d);
   }

@@ -72,12 +72,16 @@ class StepModel {
   CommCoster& coster() { return coster_; }
 
  private:
-  double overlappedTail(const Prediction& p, double crowd);  ///< exposed dp reduction overlapped with the backward
+  double overlappedTail(const Prediction& p);  ///< exposed dp reduction overlapped with the backward
+  double laneSeconds(const StepPlan& plan, double share);  ///< the dp calls at `share` of their size, on the lane
 
   ModelSpec m_;
   HardwareSpec hw_;
   StepOptions opt_;
   CommCoster coster_;
+  /// The data-parallel lane's costs: on shared cores every rank reduces at once, so the lane's
+  /// copies and reductions inside a node run `oversubscription` times slower; its wire time does not.
+  CommCoster laneCoster_;
 };
 
 /// Layers of chunk c of C: an even split, the remainder one each from chunk 1 on (the first chunk

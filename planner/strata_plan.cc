@@ -27,6 +27,17 @@ int main(int argc, char** argv) {
                  "with --host-ranks: the model's measured step time on ONE rank (strata-train alone); the measured "
                  "kernel rates are scaled so that the one-rank prediction equals it (the parallel layouts stay predicted)");
   app.add_option("--cores", hostCores, "with --host-ranks: cores the ranks share (default: the CPUs this process may use)");
+  HostNetwork hostNet;
+  double railMbit = 0;
+  app.add_option("--host-nodes", hostNet.nodes,
+                 "with --host-ranks: the ranks run on a virtual cluster of this many nodes (strata-run --nodes), "
+                 "node-major");
+  app.add_option("--host-rails", hostNet.rails, "with --host-nodes: rails per node (strata-run --rails; default 1)");
+  app.add_option("--host-rail-mbit", railMbit,
+                 "with --host-nodes: each rail's shaped rate in Mbit/s per direction (strata-run --rail-rate; "
+                 "default: unshaped)");
+  app.add_option("--host-latency-us", hostNet.latencyUs,
+                 "with --host-nodes: one message's latency between nodes (default 50 us)");
   app.add_option("--nodes", nodes, "use this many nodes of the cluster file's first node type");
   app.add_option("--validate", validateFile, "predict the published runs of a validation file and print the table");
   app.add_option("--root", root, "with --validate: directory the cluster paths are relative to (default .)");
@@ -63,6 +74,19 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "strata-plan: --model and one of --cluster FILE or --host-ranks N are required (or --validate FILE)\n");
     return 2;
   }
+  if (hostRanks <= 0 && (hostNet.nodes != 1 || hostNet.rails != 1 || railMbit > 0)) {
+    fmt::print(stderr, "strata-plan: --host-nodes, --host-rails and --host-rail-mbit need --host-ranks\n");
+    return 2;
+  }
+  if (hostRanks > 0 && (hostNet.nodes < 1 || hostRanks % hostNet.nodes != 0)) {
+    fmt::print(stderr, "strata-plan: --host-ranks {} is not a multiple of --host-nodes {}\n", hostRanks, hostNet.nodes);
+    return 2;
+  }
+  if (hostNet.rails < 1 || railMbit < 0 || hostNet.latencyUs < 0) {
+    fmt::print(stderr, "strata-plan: --host-rails must be at least 1, --host-rail-mbit and --host-latency-us not negative\n");
+    return 2;
+  }
+  hostNet.railBitsPerSec = railMbit * 1e6;
   if (hostRanks > 0 && simulate) {
     fmt::print(stderr, "strata-plan: --simulate models a device per rank; it does not apply to --host-ranks\n");
     return 2;
@@ -78,7 +102,7 @@ int main(int argc, char** argv) {
   }
   if (hostRanks > 0) {
     const HostCalibration cal = calibrateHost(model);
-    hw = hostHardware(hostRanks, hostCores, cal);
+    hw = hostHardware(hostRanks, hostCores, cal, hostNet);
     if (hostStep > 0) {
       const double scale = oneRankStep(model, cal) / hostStep;
       hw.peakFlops *= scale, hw.attentionFlops *= scale, hw.hbmBytesPerSec *= scale;

@@ -9,12 +9,30 @@
 #
 #   scripts/plan_vs_trainer.sh [BUILD_DIR] [MODEL_FILE] [RANKS] [STEPS]
 #   (extra strata-plan options in PLAN_OPTS, e.g. PLAN_OPTS="--zero 0 --mbs 1 --quick")
+#
+# On a virtual cluster (root: strata-run --nodes, network namespaces with shaped rails), the same
+# with VC_NODES=N [VC_RAILS=R] [VC_RATE_MBIT=M]: the ranks run node-major on N namespaces whose R
+# rails are shaped to M Mbit/s, and the planner is told the same (--host-nodes/--host-rails/
+# --host-rail-mbit). The one-rank calibration run stays outside the cluster.
 set -euo pipefail
 BUILD=${1:-build}
 MODEL=${2:-planner/models/trainer_small.json}
 RANKS=${3:-8}
 STEPS=${4:-6}
 PLAN_OPTS=${PLAN_OPTS:---zero 0 1 --mbs 1 --quick}
+VC_NODES=${VC_NODES:-1}
+VC_RAILS=${VC_RAILS:-1}
+VC_RATE_MBIT=${VC_RATE_MBIT:-0}
+run_opts=(-n "$RANKS")
+net_opts=()
+if (( VC_NODES > 1 )); then
+  run_opts=(--nodes "$VC_NODES" --ppn $((RANKS / VC_NODES)) --rails "$VC_RAILS")
+  net_opts=(--host-nodes "$VC_NODES" --host-rails "$VC_RAILS")
+  if [[ "$VC_RATE_MBIT" != 0 ]]; then
+    run_opts+=(--rail-rate "${VC_RATE_MBIT}mbit")
+    net_opts+=(--host-rail-mbit "$VC_RATE_MBIT")
+  fi
+fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
@@ -33,13 +51,13 @@ one=$("$BUILD/examples/trainer/strata-train" $model_flags --steps "$STEPS" 2>&1 
 echo "one rank: $one s per step (the planner's calibration)"
 
 # shellcheck disable=SC2086
-"$BUILD/planner/strata-plan" --host-ranks "$RANKS" --model "$MODEL" --host-step-seconds "$one" $PLAN_OPTS --top 3 \
+"$BUILD/planner/strata-plan" --host-ranks "$RANKS" "${net_opts[@]}" --model "$MODEL" --host-step-seconds "$one" $PLAN_OPTS --top 3 \
   --ranking-out "$WORK/ranking.tsv" > "$WORK/plan.txt"
 grep -m1 '^cluster:' "$WORK/plan.txt"
 
 while IFS=$'\t' read -r rank predicted layout flags; do
   # shellcheck disable=SC2086
-  out=$("$BUILD/tools/strata-run" -n "$RANKS" "$BUILD/examples/trainer/strata-train" $flags --steps "$STEPS" 2>&1) || {
+  out=$("$BUILD/tools/strata-run" "${run_opts[@]}" -- "$BUILD/examples/trainer/strata-train" $flags --steps "$STEPS" 2>&1) || {
     echo "$layout: the trainer failed:" >&2; echo "$out" | tail -5 >&2; exit 1; }
   measured=$(echo "$out" | step_of)
   [[ -n "$measured" ]] || { echo "$layout: no 'mean of steps' line" >&2; exit 1; }

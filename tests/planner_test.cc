@@ -352,3 +352,41 @@ TEST(PlannerHost, CalibratedHostRanksShareCores) {
   EXPECT_EQ(groupShape(dp8.spec(), 1u << 3, 8).key(), "1x{0,1,2,3,4,5,6,7}");
   EXPECT_EQ(shapeLayout(groupShape(dp8.spec(), 1u << 3, 8), 1, hw).link(0, 1), topology::LinkClass::SharedMemory);
 }
+
+// Sibling groups share a node's NIC: on a node of 4 ranks with one rail, the 4 one-rank-per-node
+// groups of a dimension send at once, so each gets a quarter of the rail; a group holding every
+// rank of the node, or a rail per rank, gets all of it. Checked on the host's virtual clusters
+// (strata-run --nodes 2 --ppn 4 --rail-rate 200mbit) and on the DGX file (a rail per GPU).
+TEST(PlannerComm, SiblingGroupsShareANodesRails) {
+  HostCalibration cal;
+  cal.gemmFlops = 1e10, cal.attnFlops = 1e9, cal.memBytes = 1e9;
+  HostNetwork net;
+  net.nodes = 2, net.rails = 1, net.railBitsPerSec = 200e6;
+  const HardwareSpec hw = hostHardware(8, 2, cal, net);
+  EXPECT_EQ(hw.nodes, 2);
+  EXPECT_EQ(hw.gpusPerNode, 4);
+  const double railBw = 200e6 / 8 * 1448.0 / 1514.0;  // payload bytes/s of a 200 Mbit/s tbf
+  EXPECT_NEAR(hw.costs[size_t(topology::LinkClass::Rail)].bandwidthGBps * 1e9, railBw, 1);
+  Layout pp2;
+  pp2.tp = 4, pp2.pp = 2;  // tp inside a node; pp: rank 0 and 4, one per node
+  const GroupShape pp = groupShape(pp2.spec(), 1u << 4, 4);
+  EXPECT_EQ(pp.key(), "2x{0}");
+  EXPECT_EQ(railSharing(pp, hw), 4);
+  CommCoster c(hw);
+  const double bytes = 1e6;
+  EXPECT_NEAR(c.p2p(pp, bytes), 50e-6 + 4 * bytes / railBw, 1e-9);
+  Layout tp8;
+  tp8.tp = 8;  // one group holding both nodes' ranks: the rail is its own
+  const GroupShape all = groupShape(tp8.spec(), 1u << 0, 4);
+  EXPECT_EQ(railSharing(all, hw), 1);
+  HostNetwork fourRails = net;
+  fourRails.rails = 4;
+  EXPECT_EQ(railSharing(pp, hostHardware(8, 2, cal, fourRails)), 1);
+  HardwareSpec two = h100(2);
+  two.rails = 2;  // 8 GPUs on 2 NICs: ranks 0, 2, 4, 6 on rail 0
+  EXPECT_EQ(railSharing(groupShape(pp2.spec(), 1u << 4, 8), h100(2)), 1);
+  Layout dp2;
+  dp2.tp = 8, dp2.dp = 2;
+  EXPECT_EQ(railSharing(groupShape(dp2.spec(), 1u << 3, 8), two), 4);
+  EXPECT_EQ(railSharing(groupShape(dp2.spec(), 1u << 3, 8), h100(2)), 1);
+}
