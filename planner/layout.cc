@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "planner/comm_cost.h"
+
 namespace strata::planner {
 
 const char* scheduleName(PipeSchedule s) {
@@ -23,8 +25,9 @@ ParallelSpec Layout::spec() const {
 }
 
 std::string Layout::describe() const {
-  return fmt::format("tp{} cp{} ep{} dp{} pp{} v{} mbs{} {} zero{} rc={}", tp, cp, ep, dp, pp, vp, mbs,
-                     scheduleName(schedule), zero, recomputeName(recompute));
+  return fmt::format("tp{} cp{} ep{} dp{} pp{} v{} mbs{} {} zero{} rc={}{}", tp, cp, ep, dp, pp, vp, mbs,
+                     scheduleName(schedule), zero, recomputeName(recompute),
+                     order == kDefaultRankOrder ? "" : " order " + order);
 }
 
 std::string checkLayout(const Layout& l, const ModelSpec& m, int world, int gpusPerNode) {
@@ -48,6 +51,16 @@ std::string checkLayout(const Layout& l, const ModelSpec& m, int world, int gpus
   if (l.zero > 0 && l.dp * l.cp * l.ep == 1) return "ZeRO needs data-parallel ranks";
   (void)gpusPerNode;
   return "";
+}
+
+// True when some group kind has a different shape (nodes spanned, GPUs held per node) under the
+// two layouts' orders: only then can the orders cost differently.
+static bool shapesDiffer(const Layout& a, const Layout& b, int gpusPerNode) {
+  const ParallelSpec sa = a.spec(), sb = b.spec();
+  for (int d = 0; d < kParallelDims; ++d)
+    if (groupShape(sa, 1u << d, gpusPerNode).key() != groupShape(sb, 1u << d, gpusPerNode).key()) return true;
+  constexpr unsigned kDpCpEp = (1u << 1) | (1u << 2) | (1u << 3);  // the dense gradient reduction's group
+  return groupShape(sa, kDpCpEp, gpusPerNode).key() != groupShape(sb, kDpCpEp, gpusPerNode).key();
 }
 
 static std::vector<int> powersOfTwoUpTo(int n) {
@@ -77,19 +90,26 @@ std::vector<Layout> enumerateLayouts(const ModelSpec& m, int world, int gpusPerN
             Layout base;
             base.tp = tp, base.cp = cp, base.ep = ep, base.dp = dp, base.pp = pp, base.mbs = mbs;
             base.sp = tp > 1;
+            std::vector<std::string> orders{kDefaultRankOrder};
+            if (space.searchOrders && dp > 1 && pp > 1) {
+              Layout alt = base;
+              alt.order = kPipelineInsideDataOrder;
+              if (shapesDiffer(base, alt, gpusPerNode)) orders.push_back(alt.order);
+            }
             std::vector<std::pair<PipeSchedule, int>> scheds{{PipeSchedule::OneFOneB, 1}};
             if (pp > 1) {
               if (space.allSchedules) scheds.push_back({PipeSchedule::GPipe, 1});
               if (space.allSchedules) scheds.push_back({PipeSchedule::ZeroBubble, 1});
               for (int v : space.virtualStages) scheds.push_back({PipeSchedule::Interleaved, v});
             }
-            for (auto [sched, v] : scheds)
-              for (int zero : space.zeroStages)
-                for (Recompute rc : rcs) {
-                  Layout l = base;
-                  l.schedule = sched, l.vp = v, l.zero = zero, l.recompute = rc;
-                  if (checkLayout(l, m, world, gpusPerNode).empty()) out.push_back(l);
-                }
+            for (const std::string& order : orders)
+              for (auto [sched, v] : scheds)
+                for (int zero : space.zeroStages)
+                  for (Recompute rc : rcs) {
+                    Layout l = base;
+                    l.order = order, l.schedule = sched, l.vp = v, l.zero = zero, l.recompute = rc;
+                    if (checkLayout(l, m, world, gpusPerNode).empty()) out.push_back(l);
+                  }
           }
         }
   return out;

@@ -30,7 +30,9 @@ struct Layout {
   /// Microbatches per pipeline per step.
   long microbatches(const ModelSpec& m) const { return m.globalBatch / (long(dp) * ep * mbs); }
   ParallelSpec spec() const;
-  std::string describe() const;  ///< "tp8 cp1 ep1 dp64 pp16 v1 mbs1 1f1b zero1 rc=full"
+  /// "tp8 cp1 ep1 dp64 pp16 v1 mbs1 1f1b zero1 rc=full", then " order tp-cp-ep-pp-dp" when the
+  /// rank order is not the default.
+  std::string describe() const;
 };
 
 /// Empty when `l` can run the model on `world` GPUs, else the first reason.
@@ -42,7 +44,14 @@ struct SearchSpace {
   std::vector<int> virtualStages{2, 4};
   bool allSchedules = true;  ///< else 1f1b and interleaved only
   int maxTp = 0;             ///< 0: GPUs per node
+  /// Rank orders tried besides the default (tp-cp-ep-dp-pp, Megatron's): pipeline stages inside
+  /// the data-parallel replicas (tp-cp-ep-pp-dp, Llama 3's order), kept only where it changes the
+  /// shape of some group (which nodes and GPUs it spans).
+  bool searchOrders = true;
 };
+
+/// The rank order with the pipeline inside the data-parallel dimension.
+constexpr const char* kPipelineInsideDataOrder = "tp-cp-ep-pp-dp";
 
 /// Every layout of the search space that passes checkLayout.
 std::vector<Layout> enumerateLayouts(const ModelSpec& m, int world, int gpusPerNode, const SearchSpace& space);

@@ -390,3 +390,45 @@ TEST(PlannerComm, SiblingGroupsShareANodesRails) {
   EXPECT_EQ(railSharing(groupShape(dp2.spec(), 1u << 3, 8), two), 4);
   EXPECT_EQ(railSharing(groupShape(dp2.spec(), 1u << 3, 8), h100(2)), 1);
 }
+
+// The rank-order search: the pipeline-inside-data order (tp-cp-ep-pp-dp) is a candidate only where
+// it moves some group onto other nodes or GPUs. On 2 nodes of 4 CPU ranks, dp2 pp4 under it keeps
+// each pipeline inside a node and sends the gradients across; under the default the pipeline
+// crosses. With a full node of tensor parallelism (tp8 on DGX) both orders give every dp and pp
+// group one GPU per node on the same rail: no alternative is listed.
+TEST(PlannerPlan, RankOrderSearchKeepsOrdersThatMoveGroups) {
+  ModelSpec m;
+  ASSERT_TRUE(loadModelFile(std::string(PLANNER_MODELS_DIR) + "/trainer_small.json", &m).ok());
+  SearchSpace space;
+  space.zeroStages = {0};
+  space.mbsChoices = {1};
+  int alternatives = 0;
+  for (const Layout& l : enumerateLayouts(m, 8, 4, space)) {
+    if (l.order == kDefaultRankOrder) continue;
+    ++alternatives;
+    EXPECT_EQ(l.order, kPipelineInsideDataOrder);
+    EXPECT_GT(l.dp, 1);
+    EXPECT_GT(l.pp, 1);
+    EXPECT_NE(l.describe().find(" order tp-cp-ep-pp-dp"), std::string::npos);
+  }
+  EXPECT_GT(alternatives, 0);
+  Layout l;
+  l.dp = 2, l.pp = 4, l.order = kPipelineInsideDataOrder;
+  EXPECT_EQ(groupShape(l.spec(), 1u << 4, 4).key(), "1x{0,1,2,3}");
+  EXPECT_EQ(groupShape(l.spec(), 1u << 3, 4).key(), "2x{0}");
+  l.order = kDefaultRankOrder;
+  EXPECT_EQ(groupShape(l.spec(), 1u << 4, 4).key(), "2x{0,2}");
+  EXPECT_EQ(groupShape(l.spec(), 1u << 3, 4).key(), "1x{0,1}");
+
+  ModelSpec big;
+  ASSERT_TRUE(loadModelFile(std::string(PLANNER_MODELS_DIR) + "/llama3_70b.json", &big).ok());
+  space.mbsChoices = {1};
+  space.allSchedules = false;
+  int full = 0;
+  for (const Layout& k : enumerateLayouts(big, 1024, 8, space)) {
+    if (k.order == kDefaultRankOrder) continue;
+    EXPECT_LT(k.tp * k.cp * k.ep, 8) << k.describe();
+    full += k.tp * k.cp * k.ep < 8;
+  }
+  EXPECT_GT(full, 0);
+}
