@@ -52,11 +52,16 @@ Status hardwareFromCluster(const topology::Cluster& c, HardwareSpec* out) {
   h.hbmBytesPerSec = known ? f.hbmGBps * 1e9 : 2000e9;
   h.matmulEfficiency = known ? f.matmulEfficiency : 0.7;
   for (int k = 0; k < topology::kLinkClassCount; ++k) h.costs[size_t(k)] = c.cost[size_t(k)];
-  h.description = fmt::format("{} nodes x {} {} ({:.0f} TFLOP/s, {:.0f} GiB), {} rails", h.nodes, h.gpusPerNode,
-                              h.gpuName.empty() ? "GPUs" : h.gpuName, h.peakFlops / 1e12,
-                              h.memoryBytes / double(1ull << 30), h.rails);
+  h.setNodes(h.nodes);
   *out = h;
   return OkStatus();
+}
+
+void HardwareSpec::setNodes(int n) {
+  nodes = n;
+  description = fmt::format("{} nodes x {} {} ({:.0f} TFLOP/s, {:.0f} GiB), {} rails", nodes, gpusPerNode,
+                            gpuName.empty() ? "GPUs" : gpuName, peakFlops / 1e12, memoryBytes / double(1ull << 30),
+                            rails);
 }
 
 Status loadClusterFile(const std::string& path, HardwareSpec* out) {

@@ -34,6 +34,8 @@ struct HardwareSpec {
   double oversubscription(int world) const { return sharedCores > 0 ? std::max(1.0, world / sharedCores) : 1.0; }
 
   int gpus() const { return nodes * gpusPerNode; }
+  /// Uses `n` nodes of this node type (strata-plan --nodes), the description following.
+  void setNodes(int n);
   double gemmRate() const { return peakFlops * matmulEfficiency; }
   double attentionRate() const { return attentionFlops > 0 ? attentionFlops : gemmRate(); }
 };

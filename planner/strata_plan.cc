@@ -78,6 +78,10 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "strata-plan: --host-nodes, --host-rails and --host-rail-mbit need --host-ranks\n");
     return 2;
   }
+  if (hostRanks > 0 && nodes > 0) {
+    fmt::print(stderr, "strata-plan: --nodes applies to --cluster; with --host-ranks use --host-nodes\n");
+    return 2;
+  }
   if (hostRanks > 0 && (hostNet.nodes < 1 || hostRanks % hostNet.nodes != 0)) {
     fmt::print(stderr, "strata-plan: --host-ranks {} is not a multiple of --host-nodes {}\n", hostRanks, hostNet.nodes);
     return 2;
@@ -109,7 +113,7 @@ int main(int argc, char** argv) {
       hw.description += fmt::format("; rates x {:.3f} to match the measured one-rank step of {:.3f} s", scale, hostStep);
     }
   }
-  if (nodes > 0) hw.nodes = nodes;
+  if (nodes > 0) hw.setNodes(nodes);
   if (eff > 0) hw.matmulEfficiency = eff;
   if (hbmEff > 0) hw.hbmEfficiency = hbmEff;
   StepOptions opt;

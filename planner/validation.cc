@@ -74,7 +74,7 @@ static Status parseRows(const Json& j, const std::string& repoRoot, std::vector<
     STRATA_RETURN_IF_ERROR(jsonf::optInt(r, path, "nodes", &nodes, 1));
     if (!cluster.empty() && cluster[0] != '/') cluster = repoRoot + "/" + cluster;
     STRATA_RETURN_IF_ERROR(loadClusterFile(cluster, &row.hw));
-    row.hw.nodes = nodes;
+    row.hw.setNodes(nodes);
     STRATA_RETURN_IF_ERROR(parseLayout(r["layout"], jsonf::member(path, "layout"), &row.layout));
     const std::string bad = checkLayout(row.layout, row.model, row.hw.gpus(), row.hw.gpusPerNode);
     if (!bad.empty()) return jsonf::errorAt(jsonf::member(path, "layout"), bad);
