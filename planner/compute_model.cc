@@ -1,6 +1,8 @@
 // compute_model.cc: per-layer compute time from FLOPs and memory traffic (see compute_model.h).
 #include "planner/compute_model.h"
 
+#include <cmath>
+
 namespace strata::planner {
 
 double layerForwardFlops(const ModelSpec& m, double tokens, int tp, double* attnCore) {
@@ -44,6 +46,27 @@ PassCost layerCost(const ModelSpec& m, const Layout& l, const HardwareSpec& hw) 
   if (l.recompute == Recompute::Full) c.bwdInput += c.fwd;
   if (l.recompute == Recompute::Selective) c.bwdInput += attn + scores;
   return c;
+}
+
+double expertForwardSeconds(const ModelSpec& m, const Layout& l, const HardwareSpec& hw) {
+  if (!m.moe()) return 0;
+  const double tokens = double(l.mbs) * m.seq / l.cp;
+  const double mats = m.gatedMlp ? 3 : 2;
+  return 2 * tokens * mats * m.hidden * double(m.ffn) * m.topk / l.tp / (hw.peakFlops * hw.matmulEfficiency);
+}
+
+double expertImbalance(int ep, double assignments) {
+  if (ep <= 1 || assignments <= 0) return 1;
+  // E[max of ep standard normals] = integral of x * ep * phi(x) * Phi(x)^(ep-1) dx (midpoint rule).
+  constexpr double kPi = 3.14159265358979323846;
+  double emax = 0;
+  const double lo = -8, hi = 8, dx = 1.0 / 256;
+  for (double x = lo + dx / 2; x < hi; x += dx) {
+    const double phi = std::exp(-x * x / 2) / std::sqrt(2 * kPi), cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    emax += x * ep * phi * std::pow(cdf, ep - 1) * dx;
+  }
+  const double mean = assignments / ep;
+  return 1 + emax * std::sqrt((1 - 1.0 / ep) / mean);
 }
 
 PassCost logitsCost(const ModelSpec& m, const Layout& l, const HardwareSpec& hw) {

@@ -26,6 +26,15 @@ double layerForwardElementwiseBytes(const ModelSpec& m, const Layout& l, double 
 
 /// One transformer layer, one microbatch, one GPU of the layout.
 PassCost layerCost(const ModelSpec& m, const Layout& l, const HardwareSpec& hw);
+/// Forward seconds of one layer's expert GEMMs (the topk experts of every token) for one
+/// microbatch on one GPU; 0 for a dense model.
+double expertForwardSeconds(const ModelSpec& m, const Layout& l, const HardwareSpec& hw);
+/// The busiest expert-parallel rank's expected load over the mean when `assignments`
+/// (token, expert) pairs of one microbatch spread uniformly over `ep` ranks: the multinomial noise
+/// of balanced routing, 1 + E[max of ep standard normals] * sqrt((1 - 1/ep) / (assignments / ep)).
+/// Every rank waits for that one at the combine.
+double expertImbalance(int ep, double assignments);
+
 /// The output layer (logits and loss) on the last stage, one microbatch.
 PassCost logitsCost(const ModelSpec& m, const Layout& l, const HardwareSpec& hw);
 /// The optimizer step on one GPU (memory-bound: master weights, moments, gradients, weights).

@@ -25,6 +25,14 @@ struct Meeting {
 
 std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / double(1 << 20)); }
 
+std::string dimNames(unsigned dims) {  // "tp", "tp x cp"
+  static const char* names[kParallelDims] = {"tp", "cp", "ep", "dp", "pp"};
+  std::string s;
+  for (int d = 0; d < kParallelDims; ++d)
+    if (dims & (1u << d)) s += (s.empty() ? "" : " x ") + std::string(names[d]);
+  return s;
+}
+
 class JobSim {
  public:
   JobSim(const ModelSpec& m, const Prediction& pred, CommCoster& coster, bool dpOverlap)
@@ -68,9 +76,9 @@ class JobSim {
       double t = coster_.exact(c.group, c.coll, c.algo, c.bytes);
       if (t < 0) t = c.fittedSeconds;
       layerFwd_ += c.perFwd * t, layerBwd_ += c.perBwd * t;
-      passDims |= c.coll == CollType::AllToAll ? 1u << kEp : 1u << kTp;
-      r_.calls.push_back({fmt::format("{} {} ({}) on {}, {}", c.coll == CollType::AllToAll ? "ep" : "tp",
-                                      collName(c.coll), algoName(c.algo), c.group.key(), mib(c.bytes)),
+      passDims |= c.dims;
+      r_.calls.push_back({fmt::format("{} {} ({}) on {}, {}", dimNames(c.dims), collName(c.coll), algoName(c.algo),
+                                      c.group.key(), mib(c.bytes)),
                           c.fittedSeconds, t});
     }
     const int world = l_.world();
@@ -87,7 +95,7 @@ class JobSim {
           if (dims & (1u << d)) lead[size_t(d)] = 0;
         return ids.emplace(spec.rankOf(lead), int(ids.size())).first->second;
       };
-      if (passDims && (l_.tp > 1 || l_.ep > 1)) k.passGroup = groupOf(passDims, passIds);
+      if (passDims) k.passGroup = groupOf(passDims, passIds);
       if (l_.dp * l_.cp * l_.ep > 1 && !pred_.plan.dpCalls.empty())
         k.dpGroup = groupOf((1u << kDp) | (1u << kCp) | (1u << kEp), dpIds);
       std::array<int, kParallelDims> n = c;

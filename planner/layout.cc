@@ -80,7 +80,7 @@ std::vector<Layout> enumerateLayouts(const ModelSpec& m, int world, int gpusPerN
     for (int e = 2; e <= m.experts && e <= world; e *= 2)
       if (m.experts % e == 0) eps.push_back(e);
   for (int tp : powersOfTwoUpTo(maxTp))
-    for (int cp : powersOfTwoUpTo(std::max(1, m.seq / 2048)))
+    for (int cp : powersOfTwoUpTo(space.maxCp > 0 ? space.maxCp : std::max(1, m.seq / 2048)))
       for (int ep : eps)
         for (int pp = 1; pp <= m.layers && pp <= world; ++pp) {
           const long rest = long(tp) * cp * ep * pp;
@@ -99,7 +99,8 @@ std::vector<Layout> enumerateLayouts(const ModelSpec& m, int world, int gpusPerN
             std::vector<std::pair<PipeSchedule, int>> scheds{{PipeSchedule::OneFOneB, 1}};
             if (pp > 1) {
               if (space.allSchedules) scheds.push_back({PipeSchedule::GPipe, 1});
-              if (space.allSchedules) scheds.push_back({PipeSchedule::ZeroBubble, 1});
+              if (space.allSchedules && !(space.referenceTrainer && m.moe()))
+                scheds.push_back({PipeSchedule::ZeroBubble, 1});
               for (int v : space.virtualStages) scheds.push_back({PipeSchedule::Interleaved, v});
             }
             for (const std::string& order : orders)

@@ -44,6 +44,10 @@ struct SearchSpace {
   std::vector<int> virtualStages{2, 4};
   bool allSchedules = true;  ///< else 1f1b and interleaved only
   int maxTp = 0;             ///< 0: GPUs per node
+  int maxCp = 0;             ///< 0: seq / 2048 (context parallelism for long sequences only)
+  /// Only layouts the reference trainer runs (examples/trainer/config.cc): no zero-bubble schedule
+  /// with experts (its MoE backward is not split).
+  bool referenceTrainer = false;
   /// Rank orders tried besides the default (tp-cp-ep-dp-pp, Megatron's): pipeline stages inside
   /// the data-parallel replicas (tp-cp-ep-pp-dp, Llama 3's order), kept only where it changes the
   /// shape of some group (which nodes and GPUs it spans).

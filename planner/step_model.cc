@@ -107,15 +107,15 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
       const CommTime rs = coster_.collective(g, CollType::ReduceScatter, actBytes);
       fwd = 2 * (ag.seconds + rs.seconds), bwd = fwd;
       d.algo = ag.algo, d.perCall = ag.seconds;
-      p.plan.layerCalls.push_back({g, CollType::AllGather, ag.algo, actBytes, 2, 2 * fwdSets, ag.seconds});
-      p.plan.layerCalls.push_back({g, CollType::ReduceScatter, rs.algo, actBytes, 2, 2 * fwdSets, rs.seconds});
+      p.plan.layerCalls.push_back({g, CollType::AllGather, ag.algo, actBytes, 2, 2 * fwdSets, ag.seconds, kTp});
+      p.plan.layerCalls.push_back({g, CollType::ReduceScatter, rs.algo, actBytes, 2, 2 * fwdSets, rs.seconds, kTp});
       d.what = fmt::format("2 all-gathers ({}) + 2 reduce-scatters ({}) per layer and pass, {}", algoName(ag.algo),
                            algoName(rs.algo), mib(actBytes));
     } else {
       const CommTime ar = coster_.collective(g, CollType::AllReduce, actBytes);
       fwd = 2 * ar.seconds, bwd = fwd;
       d.algo = ar.algo, d.perCall = ar.seconds;
-      p.plan.layerCalls.push_back({g, CollType::AllReduce, ar.algo, actBytes, 2, 2 * fwdSets, ar.seconds});
+      p.plan.layerCalls.push_back({g, CollType::AllReduce, ar.algo, actBytes, 2, 2 * fwdSets, ar.seconds, kTp});
       d.what = fmt::format("2 all-reduces ({}) per layer and pass, {}", algoName(ar.algo), mib(actBytes));
     }
     perLayer.fwd += fwd;
@@ -126,33 +126,57 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
   if (l.cp > 1) {
     const GroupShape g = groupShape(spec, kCp, ppn);
     const double kv = 2 * T * m_.kvHeads * m_.headDim() * m_.paramBytes / l.tp;
-    const double step = coster_.p2p(g, kv);
+    // Forward: K,V blocks travel cp-1 hops. Backward: each block travels again with its dK,dV
+    // accumulator and takes one more hop home (cp hops of twice the bytes).
+    const double step = coster_.p2p(g, kv), stepB = coster_.p2p(g, 2 * kv);
     double core = 0;
     layerForwardFlops(m_, T, l.tp, &core);
-    const double ringF = (l.cp - 1) * step, ringB = 2 * ringF;
-    const double expF = std::max(0.0, ringF - core / hw_.attentionRate()), expB = std::max(0.0, ringB - 2 * core / hw_.attentionRate());
+    const double ringF = (l.cp - 1) * step, ringB = l.cp * stepB;
+    const double hideF = opt_.cpOverlap ? core / hw_.attentionRate() : 0, hideB = 2 * hideF;
+    const double expF = std::max(0.0, ringF - hideF), expB = std::max(0.0, ringB - hideB);
     perLayer.fwd += expF;
     perLayer.bwdInput += expB + (fwdSets - 1) * expF;
     hidden.fwd += expF;
     hidden.bwdInput += expB + (fwdSets - 1) * expF;
-    DimComm d{"cp", fmt::format("ring exchange of K,V: {} steps of {} per layer (overlapped with attention)", l.cp - 1,
-                                mib(kv)),
+    DimComm d{"cp", fmt::format("ring exchange of K,V: {} hops of {} per layer forward, {} of {} backward ({})", l.cp - 1,
+                                mib(kv), l.cp, mib(2 * kv), opt_.cpOverlap ? "overlapped with attention" : "blocking"),
               g.key()};
     d.perCall = step;
     d.total = (ringF * fwdSets + ringB) * layersPerStage * M;
     d.exposed = (expF * fwdSets + expB) * layersPerStage * M;
     p.comms.push_back(d);
   }
+  if (m_.moe() && l.tp * l.cp > 1) {  // routing statistics (load-balancing loss) summed over the tokens' tp x cp slices
+    const GroupShape g = groupShape(spec, kTp | kCp, ppn);
+    const double bytes = 2.0 * m_.experts * 4;
+    const CommTime ar = coster_.collective(g, CollType::AllReduce, bytes);
+    perLayer.fwd += ar.seconds;
+    perLayer.bwdInput += (fwdSets - 1) * ar.seconds;
+    p.plan.layerCalls.push_back({g, CollType::AllReduce, ar.algo, bytes, 1, fwdSets - 1, ar.seconds, kTp | kCp});
+  }
   if (l.ep > 1) {
+    // Each rank routes its own tokens (its sequence-parallel slice with SP): the dispatch sends
+    // topk rows per token to the experts' owners after an all-to-all of the counts, the combine
+    // brings them back; the backward mirrors both (counts known).
     const GroupShape g = groupShape(spec, kEp, ppn);
-    const double bytes = T * m_.topk * m_.hidden * m_.paramBytes;
+    const double bytes = T / (l.sp ? l.tp : 1) * m_.topk * m_.hidden * m_.paramBytes;
     const CommTime a2a = coster_.collective(g, CollType::AllToAll, bytes);
-    perLayer.fwd += 2 * a2a.seconds;
-    perLayer.bwdInput += 2 * a2a.seconds * fwdSets;
-    p.plan.layerCalls.push_back({g, CollType::AllToAll, a2a.algo, bytes, 2, 2 * fwdSets, a2a.seconds});
-    DimComm d{"ep", fmt::format("2 all-to-alls ({}) per layer and pass, {}", algoName(a2a.algo), mib(bytes)), g.key()};
+    const CommTime counts = coster_.collective(g, CollType::AllToAll, 4.0 * m_.experts);
+    const double fwd = 2 * a2a.seconds + counts.seconds;
+    perLayer.fwd += fwd;
+    perLayer.bwdInput += 2 * a2a.seconds + (fwdSets - 1) * fwd;
+    p.plan.layerCalls.push_back({g, CollType::AllToAll, a2a.algo, bytes, 2, 2 * fwdSets, a2a.seconds, kEp});
+    p.plan.layerCalls.push_back({g, CollType::AllToAll, counts.algo, 4.0 * m_.experts, 1, fwdSets - 1, counts.seconds, kEp});
+    // The experts of the busiest rank set the pace (expertImbalance): its excess in every pass.
+    const double local = T / (l.sp ? l.tp : 1) * m_.topk;  // assignments a rank routes per microbatch
+    const double excess = (expertImbalance(l.ep, local * l.ep) - 1) * expertForwardSeconds(m_, l, hw_);
+    perLayer.fwd += excess, perLayer.bwdInput += excess * fwdSets, perLayer.bwdWeight += excess;
+    hidden.fwd += excess, hidden.bwdInput += excess * fwdSets, hidden.bwdWeight += excess;
+    DimComm d{"ep", fmt::format("2 all-to-alls ({}) per layer and pass, {}, and one of the counts per forward",
+                                algoName(a2a.algo), mib(bytes)),
+              g.key()};
     d.algo = a2a.algo, d.perCall = a2a.seconds;
-    d.total = d.exposed = 2 * a2a.seconds * (fwdSets + 1) * layersPerStage * M;
+    d.total = d.exposed = (fwd * fwdSets + 2 * a2a.seconds) * layersPerStage * M;
     p.comms.push_back(d);
   }
   const double layerParams = (m_.attentionParams() + m_.mlpParams() / (m_.moe() ? l.ep : 1)) / l.tp;

@@ -17,6 +17,9 @@ namespace strata::planner {
 struct StepOptions {
   bool dpOverlap = true;  ///< gradient reduction overlaps the last microbatch's backward
   bool tpOverlap = false; ///< tensor-parallel collectives hidden behind GEMMs (not modelled: off)
+  /// The context-parallel ring exchange overlaps the attention of the block at hand (Megatron,
+  /// Transformer Engine); off: each hop blocks (the reference trainer's ring, examples/trainer/cp.h).
+  bool cpOverlap = true;
 };
 
 /// What one parallel dimension's communication costs per step on one GPU.
@@ -39,6 +42,7 @@ struct GroupCall {
   int perFwd = 0;          ///< calls per layer in a forward pass
   int perBwd = 0;          ///< calls per layer in a backward pass (recomputed forward included)
   double fittedSeconds = 0;  ///< the analytic model's time for one call
+  unsigned dims = 0;         ///< the parallel dimensions the group spans (bit d: dimension d of ParallelSpec)
 };
 
 /// What the analytic model priced, as data: the job simulation replays it rank by rank.

@@ -118,6 +118,10 @@ int main(int argc, char** argv) {
   if (hbmEff > 0) hw.hbmEfficiency = hbmEff;
   StepOptions opt;
   opt.dpOverlap = !noDpOverlap;
+  if (hostRanks > 0) {  // the reference trainer's layouts: context parallelism at any length, its blocking ring
+    space.maxCp = hostRanks, space.referenceTrainer = true;
+    opt.cpOverlap = false;
+  }
   PlanResult r;
   if (onlyLayout.empty()) {
     r = makePlan(model, hw, space, opt);

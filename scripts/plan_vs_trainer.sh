@@ -44,7 +44,7 @@ step_of() {  # step seconds from a trainer run's "mean of steps" line (tokens / 
 }
 
 # The one measurement the planner is given: the model's step on one rank (its compute rate here).
-model_flags=$(python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print(' '.join(f'--{k} {m[k]}' for k in ('layers','hidden','heads','seq','vocab')), '--batch', m['global_batch'], '--microbatches', m['global_batch'])" "$MODEL")
+model_flags=$(python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print(' '.join(f'--{k} {m[k]}' for k in ('layers','hidden','heads','seq','vocab','experts','topk') if k in m), '--batch', m['global_batch'], '--microbatches', m['global_batch'])" "$MODEL")
 # shellcheck disable=SC2086
 one=$("$BUILD/examples/trainer/strata-train" $model_flags --steps "$STEPS" 2>&1 | step_of)
 [[ -n "$one" ]] || { echo "the one-rank run printed no 'mean of steps' line" >&2; exit 1; }
