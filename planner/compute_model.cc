@@ -85,7 +85,8 @@ double optimizerSeconds(double localParams, const Layout& l, const ModelSpec& m,
   // Adam: read gradient, master, two moments; write master, two moments, bf16 weights.
   const double bytes = localParams * (m.gradBytes + 2.0 * m.optimizerBytes + m.paramBytes);
   const double shard = l.zero >= 1 ? double(l.dp) * l.cp * l.ep : 1.0;
-  return bytes / shard / (hw.hbmBytesPerSec * hw.hbmEfficiency);
+  const double rate = hw.optimizerBytesPerSec > 0 ? hw.optimizerBytesPerSec : hw.hbmBytesPerSec * hw.hbmEfficiency;
+  return bytes / shard / rate;
 }
 
 double modelFlopsPerStep(const ModelSpec& m) {

@@ -25,6 +25,7 @@ struct HardwareSpec {
   double matmulEfficiency = 0; ///< share of peak FLOP/s the layer GEMMs reach
   double attentionFlops = 0;   ///< FLOP/s of the attention core (QK^T, AV); 0: the GEMMs' rate
   double hbmEfficiency = 0.8;  ///< share of peak memory bandwidth element-wise kernels reach
+  double optimizerBytesPerSec = 0;  ///< the optimizer step's rate in its byte count; 0: HBM x hbmEfficiency
   CostModel::Costs costs{};    ///< per link class (the topology file's, else defaults)
   /// > 0: the ranks are CPU processes of one machine sharing this many cores (host.h; virtual
   /// nodes of one machine share them too); 0: a dedicated GPU per rank.

@@ -13,6 +13,7 @@
 #include "planner/compute_model.h"
 #include "planner/step_model.h"
 #include "backend.h"  // examples/trainer: the host lane the trainer runs its layers on
+#include "params.h"   // examples/trainer: kNormBlock
 
 namespace strata::planner {
 
@@ -100,6 +101,20 @@ HostCalibration calibrateHost(const ModelSpec& m) {
   });
   Layout one;
   c.memBytes = 3.0 * layerForwardElementwiseBytes(m, one, N) / elem;  // the planner counts backward as 2x forward
+
+  // The optimizer step as the trainer runs it over a flat block (the gradient norm's block sums,
+  // then AdamW), in the planner's optimizer byte count (gradient, master, two moments, weights)
+  // per parameter.
+  const size_t n = size_t(1) << 20;
+  std::vector<float> p(n, 0.1f), gr(n, 1e-3f), m1(n), m2(n);
+  std::vector<uint8_t> decay(n, 1), counted(n, 1);
+  std::vector<double> sums(n / trainer::kNormBlock + 1);
+  const trainer::math::AdamArgs args{1.f, 0.9f, 0.95f, 0.1f, 0.05f, 1e-4f, 0.1f, 1e-8f};
+  const double adam = bestSeconds(3, [&] {
+    ops.normBlocks(sums.data(), gr.data(), counted.data(), n, trainer::kNormBlock);
+    ops.adamw(p.data(), gr.data(), m1.data(), m2.data(), decay.data(), n, args);
+  });
+  c.optimizerBytes = double(n) * (m.gradBytes + 2.0 * m.optimizerBytes + m.paramBytes) / adam;
   return c;
 }
 
@@ -115,6 +130,7 @@ HardwareSpec hostHardware(int ranks, int cores, const HostCalibration& cal, cons
   h.attentionFlops = cal.attnFlops;
   h.hbmBytesPerSec = cal.memBytes;
   h.hbmEfficiency = 1.0;
+  h.optimizerBytesPerSec = cal.optimizerBytes;
   const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
   h.memoryBytes = ram / std::max(ranks, 1);
   for (int k = 0; k < topology::kLinkClassCount; ++k)
@@ -133,9 +149,9 @@ HardwareSpec hostHardware(int ranks, int cores, const HostCalibration& cal, cons
   }
   h.description = fmt::format("{}, {} CPU ranks sharing {:.0f} cores; one core: {:.2f} GFLOP/s in the trainer's "
                               "layer GEMMs ({} tokens, hidden {}, ffn {}), {:.2f} GFLOP/s in its attention, {:.1f} GB/s "
-                              "element-wise",
+                              "element-wise, {:.1f} GB/s in its optimizer",
                               network, ranks, h.sharedCores, cal.gemmFlops / 1e9, cal.gemmTokens, cal.gemmIn, cal.gemmOut,
-                              cal.attnFlops / 1e9, cal.memBytes / 1e9);
+                              cal.attnFlops / 1e9, cal.memBytes / 1e9, cal.optimizerBytes / 1e9);
   return h;
 }
 

@@ -15,6 +15,7 @@ struct HostCalibration {
   double gemmFlops = 0;   ///< FLOP/s of one core running the trainer's layer GEMMs forward and backward
   double attnFlops = 0;  ///< FLOP/s of one core in the trainer's causal attention (forward and backward)
   double memBytes = 0;    ///< the planner's element-wise bytes per second of the trainer's norm, GELU and add loops
+  double optimizerBytes = 0;  ///< the planner's optimizer bytes per second of the trainer's AdamW loop
   int gemmTokens = 0, gemmIn = 0, gemmOut = 0;  ///< the shape measured
 };
 

@@ -25,8 +25,8 @@ ParallelSpec Layout::spec() const {
 }
 
 std::string Layout::describe() const {
-  return fmt::format("tp{} cp{} ep{} dp{} pp{} v{} mbs{} {} zero{} rc={}{}", tp, cp, ep, dp, pp, vp, mbs,
-                     scheduleName(schedule), zero, recomputeName(recompute),
+  return fmt::format("tp{} cp{} ep{} dp{} pp{} v{} mbs{} {} zero{} rc={}{}{}", tp, cp, ep, dp, pp, vp, mbs,
+                     scheduleName(schedule), zero, recomputeName(recompute), wholeExperts ? " etp1" : "",
                      order == kDefaultRankOrder ? "" : " order " + order);
 }
 
@@ -49,6 +49,7 @@ std::string checkLayout(const Layout& l, const ModelSpec& m, int world, int gpus
     return fmt::format("interleaved needs v >= 2 and microbatches ({}) divisible by pp ({})", mb, l.pp);
   if (l.schedule == PipeSchedule::ZeroBubble && m.moe()) return "zb splits dense backwards only (no MoE)";
   if (l.zero > 0 && l.dp * l.cp * l.ep == 1) return "ZeRO needs data-parallel ranks";
+  if (l.wholeExperts && !m.moe()) return "whole experts (etp1) need a MoE model";
   (void)gpusPerNode;
   return "";
 }
@@ -90,6 +91,7 @@ std::vector<Layout> enumerateLayouts(const ModelSpec& m, int world, int gpusPerN
             Layout base;
             base.tp = tp, base.cp = cp, base.ep = ep, base.dp = dp, base.pp = pp, base.mbs = mbs;
             base.sp = tp > 1;
+            base.wholeExperts = space.wholeExperts && m.moe() && tp > 1;
             std::vector<std::string> orders{kDefaultRankOrder};
             if (space.searchOrders && dp > 1 && pp > 1) {
               Layout alt = base;
@@ -99,8 +101,7 @@ std::vector<Layout> enumerateLayouts(const ModelSpec& m, int world, int gpusPerN
             std::vector<std::pair<PipeSchedule, int>> scheds{{PipeSchedule::OneFOneB, 1}};
             if (pp > 1) {
               if (space.allSchedules) scheds.push_back({PipeSchedule::GPipe, 1});
-              if (space.allSchedules && !(space.referenceTrainer && m.moe()))
-                scheds.push_back({PipeSchedule::ZeroBubble, 1});
+              if (space.allSchedules) scheds.push_back({PipeSchedule::ZeroBubble, 1});
               for (int v : space.virtualStages) scheds.push_back({PipeSchedule::Interleaved, v});
             }
             for (const std::string& order : orders)

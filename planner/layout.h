@@ -25,6 +25,11 @@ struct Layout {
   bool sp = true;  ///< sequence parallelism with tp > 1 (reduce-scatter/all-gather instead of all-reduce)
   Recompute recompute = Recompute::None;
   std::string order = kDefaultRankOrder;
+  /// MoE with tp > 1: every tp rank holds its experts whole and runs them on its own
+  /// sequence-parallel slice of the tokens (expert tensor parallelism 1: no tensor-parallel
+  /// collectives around the experts, expert gradients reduced over tp too), as the reference
+  /// trainer does; false: experts split over tp like the dense MLP.
+  bool wholeExperts = false;
 
   int world() const { return tp * cp * ep * dp * pp; }
   /// Microbatches per pipeline per step.
@@ -45,9 +50,8 @@ struct SearchSpace {
   bool allSchedules = true;  ///< else 1f1b and interleaved only
   int maxTp = 0;             ///< 0: GPUs per node
   int maxCp = 0;             ///< 0: seq / 2048 (context parallelism for long sequences only)
-  /// Only layouts the reference trainer runs (examples/trainer/config.cc): no zero-bubble schedule
-  /// with experts (its MoE backward is not split).
-  bool referenceTrainer = false;
+  /// MoE layouts with tp > 1 hold their experts whole on every tp rank (Layout::wholeExperts).
+  bool wholeExperts = false;
   /// Rank orders tried besides the default (tp-cp-ep-dp-pp, Megatron's): pipeline stages inside
   /// the data-parallel replicas (tp-cp-ep-pp-dp, Llama 3's order), kept only where it changes the
   /// shape of some group (which nodes and GPUs it spans).

@@ -32,12 +32,28 @@ double layerActivationBytes(const ModelSpec& m, const Layout& l) {
   return tokens * h * (replicated / seqSplit + split / t) * (m.paramBytes / 2.0);
 }
 
-double stageParams(const ModelSpec& m, const Layout& l, int stage) {
+static int stageLayers(const ModelSpec& m, const Layout& l, int stage) {
   const int base = m.layers / l.pp, extra = m.layers % l.pp;
-  const int layers = base + (stage < extra ? 1 : 0);
+  return base + (stage < extra ? 1 : 0);
+}
+
+static double layerExpertParams(const ModelSpec& m, const Layout& l) {
+  if (!m.moe()) return 0;
+  const double experts = m.mlpParams() - double(m.hidden) * m.experts;  // the router is dense
+  return experts / (double(l.wholeExperts ? 1 : l.tp) * l.ep);
+}
+
+double layerParams(const ModelSpec& m, const Layout& l) {
   const double dense = m.attentionParams() + (m.moe() ? double(m.hidden) * m.experts : m.mlpParams());
-  const double experts = m.moe() ? m.mlpParams() - double(m.hidden) * m.experts : 0;
-  double p = layers * (dense / l.tp + experts / (double(l.tp) * l.ep));
+  return dense / l.tp + layerExpertParams(m, l);
+}
+
+double stageExpertParams(const ModelSpec& m, const Layout& l, int stage) {
+  return stageLayers(m, l, stage) * layerExpertParams(m, l);
+}
+
+double stageParams(const ModelSpec& m, const Layout& l, int stage) {
+  double p = stageLayers(m, l, stage) * layerParams(m, l);
   const double emb = m.embeddingParams() / l.tp;
   if (stage == 0) p += emb;
   if (stage == l.pp - 1 && !(m.tiedEmbeddings && l.pp == 1)) p += emb;
@@ -51,11 +67,11 @@ MemoryBreakdown memoryPerGpu(const ModelSpec& m, const Layout& l, const Hardware
   // The heaviest stage: the first (embedding, most activations in flight) or the last (output layer).
   const double p0 = stageParams(m, l, 0), pLast = stageParams(m, l, l.pp - 1);
   b.localParams = std::max(p0, pLast);
+  b.localExpertParams = stageExpertParams(m, l, p0 >= pLast ? 0 : l.pp - 1);
   const double shard = double(l.dp) * l.cp * l.ep;  // data-parallel replicas of dense weights
   b.weights = b.localParams * m.paramBytes / (l.zero >= 3 ? shard : 1.0);
   if (l.zero >= 3) {  // two layers gathered at a time (the current one and the prefetched one)
-    const double layer = (m.attentionParams() + m.mlpParams() / (m.moe() ? l.ep : 1)) / l.tp;
-    b.weights += 2 * layer * m.paramBytes;
+    b.weights += 2 * layerParams(m, l) * m.paramBytes;
   }
   b.grads = b.localParams * m.gradBytes / (l.zero >= 2 ? shard : 1.0);
   b.optimizer = b.localParams * m.optimizerBytes / (l.zero >= 1 ? shard : 1.0);

@@ -2,6 +2,7 @@
 #include "planner/step_model.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -102,21 +103,22 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
     const GroupShape g = groupShape(spec, kTp, ppn);
     DimComm d{"tp", "", g.key()};
     double fwd, bwd;
+    const int n = l.wholeExperts ? 1 : 2;  // attention and MLP; whole experts work on the SP slice
     if (l.sp) {
       const CommTime ag = coster_.collective(g, CollType::AllGather, actBytes);
       const CommTime rs = coster_.collective(g, CollType::ReduceScatter, actBytes);
-      fwd = 2 * (ag.seconds + rs.seconds), bwd = fwd;
+      fwd = n * (ag.seconds + rs.seconds), bwd = fwd;
       d.algo = ag.algo, d.perCall = ag.seconds;
-      p.plan.layerCalls.push_back({g, CollType::AllGather, ag.algo, actBytes, 2, 2 * fwdSets, ag.seconds, kTp});
-      p.plan.layerCalls.push_back({g, CollType::ReduceScatter, rs.algo, actBytes, 2, 2 * fwdSets, rs.seconds, kTp});
-      d.what = fmt::format("2 all-gathers ({}) + 2 reduce-scatters ({}) per layer and pass, {}", algoName(ag.algo),
+      p.plan.layerCalls.push_back({g, CollType::AllGather, ag.algo, actBytes, n, n * fwdSets, ag.seconds, kTp});
+      p.plan.layerCalls.push_back({g, CollType::ReduceScatter, rs.algo, actBytes, n, n * fwdSets, rs.seconds, kTp});
+      d.what = fmt::format("{} all-gathers ({}) + {} reduce-scatters ({}) per layer and pass, {}", n, algoName(ag.algo), n,
                            algoName(rs.algo), mib(actBytes));
     } else {
       const CommTime ar = coster_.collective(g, CollType::AllReduce, actBytes);
-      fwd = 2 * ar.seconds, bwd = fwd;
+      fwd = n * ar.seconds, bwd = fwd;
       d.algo = ar.algo, d.perCall = ar.seconds;
-      p.plan.layerCalls.push_back({g, CollType::AllReduce, ar.algo, actBytes, 2, 2 * fwdSets, ar.seconds, kTp});
-      d.what = fmt::format("2 all-reduces ({}) per layer and pass, {}", algoName(ar.algo), mib(actBytes));
+      p.plan.layerCalls.push_back({g, CollType::AllReduce, ar.algo, actBytes, n, n * fwdSets, ar.seconds, kTp});
+      d.what = fmt::format("{} all-reduces ({}) per layer and pass, {}", n, algoName(ar.algo), mib(actBytes));
     }
     perLayer.fwd += fwd;
     perLayer.bwdInput += bwd + (fwdSets - 1) * fwd;
@@ -179,18 +181,18 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
     d.total = d.exposed = (fwd * fwdSets + 2 * a2a.seconds) * layersPerStage * M;
     p.comms.push_back(d);
   }
-  const double layerParams = (m_.attentionParams() + m_.mlpParams() / (m_.moe() ? l.ep : 1)) / l.tp;
+  const double perLayerParams = layerParams(m_, l);
   if (l.zero >= 3) {  // weights gathered before each layer's forward and backward (prefetched)
     const GroupShape g = groupShape(spec, kDp | kCp | kEp, ppn);
-    const CommTime ag = coster_.collective(g, CollType::AllGather, layerParams * m_.paramBytes);
-    const CommTime rs = coster_.collective(g, CollType::ReduceScatter, layerParams * m_.gradBytes);
+    const CommTime ag = coster_.collective(g, CollType::AllGather, perLayerParams * m_.paramBytes);
+    const CommTime rs = coster_.collective(g, CollType::ReduceScatter, perLayerParams * m_.gradBytes);
     const double expF = std::max(0.0, ag.seconds - layer.fwd), expB = std::max(0.0, ag.seconds + rs.seconds - layer.bwd());
     perLayer.fwd += expF;
     perLayer.bwdInput += expB;
     hidden.fwd += expF;
     hidden.bwdInput += expB;
     DimComm d{"dp", fmt::format("ZeRO-3: all-gather ({}) of {} per layer and pass, reduce-scatter of gradients",
-                                algoName(ag.algo), mib(layerParams * m_.paramBytes)),
+                                algoName(ag.algo), mib(perLayerParams * m_.paramBytes)),
               g.key()};
     d.algo = ag.algo, d.perCall = ag.seconds;
     d.total = (2 * ag.seconds + rs.seconds) * layersPerStage * M;
@@ -224,33 +226,48 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
   const double crowd = hw_.oversubscription(l.world());  // all ranks reduce and step together
   if (l.pp > 1) p.comms.back().exposed = p.comms.back().total;  // blocking transfers (in the makespan)
 
-  // Data parallel: gradients reduced over dp x cp x ep (dense) and dp x cp (experts) after the
-  // last backward; with ZeRO 1/2 reduce-scattered and the updated weights all-gathered.
+  // Data parallel: after the last backward, gradients reduced over their replicas: dense ones over
+  // dp x cp x ep, experts over dp x cp (x tp when whole); with ZeRO 1/2 reduce-scattered and the
+  // updated weights all-gathered.
   double dpExposed = 0;
-  const double localParams = p.memory.localParams;
-  if (l.dp * l.cp * l.ep > 1 && l.zero < 3) {
-    const GroupShape g = groupShape(spec, kDp | kCp | kEp, ppn);
-    const double gradBytes = localParams * m_.gradBytes;
+  const double localParams = p.memory.localParams, expertParams = p.memory.localExpertParams;
+  const unsigned expertDims = kDp | kCp | (l.wholeExperts ? kTp : 0u);
+  const int expertReplicas = l.dp * l.cp * (l.wholeExperts ? l.tp : 1);
+  std::vector<std::string> parts;
+  auto reduce = [&](unsigned dims, double params, const char* what) {
+    const GroupShape g = groupShape(spec, dims, ppn);
+    const double grads = params * m_.gradBytes, weights = params * m_.paramBytes;
     double t;
-    DimComm d{"dp", "", g.key()};
     if (l.zero == 0) {
-      const CommTime ar = coster_.collective(g, CollType::AllReduce, gradBytes);
-      t = ar.seconds, d.algo = ar.algo;
-      p.plan.dpCalls.push_back({g, CollType::AllReduce, ar.algo, gradBytes, 0, 0, ar.seconds});
-      d.what = fmt::format("all-reduce ({}) of {} of gradients per step", algoName(ar.algo), mib(gradBytes));
+      const CommTime ar = coster_.collective(g, CollType::AllReduce, grads);
+      p.plan.dpCalls.push_back({g, CollType::AllReduce, ar.algo, grads, 0, 0, ar.seconds, dims});
+      t = ar.seconds;
+      parts.push_back(fmt::format("all-reduce ({}) of {} of {} gradients over {}", algoName(ar.algo), mib(grads), what,
+                                  g.key()));
     } else {
-      const CommTime rs = coster_.collective(g, CollType::ReduceScatter, gradBytes);
-      const CommTime ag = coster_.collective(g, CollType::AllGather, localParams * m_.paramBytes);
-      t = rs.seconds + ag.seconds, d.algo = rs.algo;
-      p.plan.dpCalls.push_back({g, CollType::ReduceScatter, rs.algo, gradBytes, 0, 0, rs.seconds});
-      p.plan.dpCalls.push_back({g, CollType::AllGather, ag.algo, localParams * m_.paramBytes, 0, 0, ag.seconds});
-      d.what = fmt::format("reduce-scatter ({}) of {} of gradients + all-gather ({}) of {} of weights per step",
-                           algoName(rs.algo), mib(gradBytes), algoName(ag.algo), mib(localParams * m_.paramBytes));
+      const CommTime rs = coster_.collective(g, CollType::ReduceScatter, grads);
+      const CommTime ag = coster_.collective(g, CollType::AllGather, weights);
+      p.plan.dpCalls.push_back({g, CollType::ReduceScatter, rs.algo, grads, 0, 0, rs.seconds, dims});
+      p.plan.dpCalls.push_back({g, CollType::AllGather, ag.algo, weights, 0, 0, ag.seconds, dims});
+      t = rs.seconds + ag.seconds;
+      parts.push_back(fmt::format("reduce-scatter ({}) of {} of {} gradients + all-gather ({}) of {} of weights over {}",
+                                  algoName(rs.algo), mib(grads), what, algoName(ag.algo), mib(weights), g.key()));
     }
-    d.perCall = t, d.total = t;
-    dpExposed = opt_.dpOverlap ? overlappedTail(p) : laneSeconds(p.plan, 1.0);
-    d.exposed = dpExposed;
-    p.comms.push_back(d);
+    return t;
+  };
+  if (l.zero < 3) {
+    double t = 0;
+    if (l.dp * l.cp * l.ep > 1) t += reduce(kDp | kCp | kEp, localParams - expertParams, m_.moe() ? "dense" : "the");
+    if (expertParams > 0 && expertReplicas > 1) t += reduce(expertDims, expertParams, "expert");
+    if (!parts.empty()) {
+      DimComm d{"dp", "", groupShape(spec, kDp | kCp | kEp, ppn).key()};
+      d.algo = p.plan.dpCalls.front().algo;
+      d.what = fmt::format("{} per step", fmt::join(parts, ", "));
+      d.perCall = t, d.total = t;
+      dpExposed = opt_.dpOverlap ? overlappedTail(p) : laneSeconds(p.plan, 1.0);
+      d.exposed = dpExposed;
+      p.comms.push_back(d);
+    }
   }
   p.optimizer = optimizerSeconds(localParams, l, m_, hw_) * crowd;
   p.plan.layerCompute = hidden;

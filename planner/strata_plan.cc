@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     hw = hostHardware(hostRanks, hostCores, cal, hostNet);
     if (hostStep > 0) {
       const double scale = oneRankStep(model, cal) / hostStep;
-      hw.peakFlops *= scale, hw.attentionFlops *= scale, hw.hbmBytesPerSec *= scale;
+      hw.peakFlops *= scale, hw.attentionFlops *= scale, hw.hbmBytesPerSec *= scale, hw.optimizerBytesPerSec *= scale;
       hw.description += fmt::format("; rates x {:.3f} to match the measured one-rank step of {:.3f} s", scale, hostStep);
     }
   }
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   StepOptions opt;
   opt.dpOverlap = !noDpOverlap;
   if (hostRanks > 0) {  // the reference trainer's layouts: context parallelism at any length, its blocking ring
-    space.maxCp = hostRanks, space.referenceTrainer = true;
+    space.maxCp = hostRanks, space.wholeExperts = true;
     opt.cpOverlap = false;
   }
   PlanResult r;

@@ -165,6 +165,65 @@ TEST(PlannerStep, EveryDimensionCosted) {
   EXPECT_GT(p.step, p.computePerStep);
 }
 
+// Context and expert parallelism by hand. cp: the forward ring is cp-1 hops of K,V, the backward
+// cp hops of K,V with dK,dV; overlapped (a GPU framework) only the excess over the attention is
+// exposed, blocking (the reference trainer) all of it. ep: 2 all-to-alls of the routed rows per
+// pass plus one of the counts per forward, and the busiest rank's expected excess expert work.
+TEST(PlannerStep, ContextAndExpertParallelByHand) {
+  // E[max of 2 standard normals] = 1/sqrt(pi): 2 ranks, 256 assignments, 128 each on average.
+  EXPECT_NEAR(expertImbalance(2, 256), 1 + std::sqrt(0.5 / 128) / std::sqrt(M_PI), 1e-4);
+  EXPECT_NEAR(expertImbalance(8, 1024), 1 + 1.4236 * std::sqrt(0.875 / 128), 1e-3);  // E[max of 8] = 1.4236
+  EXPECT_EQ(expertImbalance(1, 1024), 1.0);
+  EXPECT_LT(expertImbalance(8, 8 * 8192), 1.02);  // Mixtral-sized microbatches: noise is small
+
+  ModelSpec m;
+  m.layers = 8, m.hidden = 4096, m.heads = 32, m.kvHeads = 8, m.ffn = 14336, m.vocab = 32000, m.seq = 8192;
+  m.gatedMlp = true, m.globalBatch = 64;
+  Layout l;
+  l.tp = 1, l.cp = 4, l.dp = 8, l.zero = 1;
+  ASSERT_EQ(checkLayout(l, m, 32, 8), "");
+  const HardwareSpec hw = h100(4);
+  auto cpComm = [&](bool overlap) {
+    StepOptions opt;
+    opt.cpOverlap = overlap;
+    for (const DimComm& d : StepModel(m, hw, opt).predict(l, true).comms)
+      if (d.dim == "cp") return d;
+    return DimComm{};
+  };
+  const DimComm hidden = cpComm(true), blocking = cpComm(false);
+  const GroupShape g = groupShape(l.spec(), 1u << 1, 8);
+  CommCoster coster(hw);
+  const double T = double(m.seq) / l.cp, kv = 2 * T * m.kvHeads * m.headDim() * m.paramBytes;
+  const double perLayer = 3 * coster.p2p(g, kv) + 4 * coster.p2p(g, 2 * kv);
+  const long M = l.microbatches(m);
+  EXPECT_NEAR(blocking.total, perLayer * m.layers * M, 1e-9 * blocking.total);
+  EXPECT_DOUBLE_EQ(blocking.exposed, blocking.total);
+  EXPECT_DOUBLE_EQ(hidden.total, blocking.total);
+  EXPECT_LT(hidden.exposed, 0.5 * hidden.total);  // 2K tokens of attention hide most of an NVLink ring
+
+  m.experts = 8, m.topk = 2;
+  l.cp = 1, l.ep = 4, l.dp = 2, l.tp = 4, l.sp = true;
+  ASSERT_EQ(checkLayout(l, m, 32, 8), "");
+  const Prediction p = StepModel(m, hw).predict(l, true);
+  const GroupShape ge = groupShape(l.spec(), 1u << 2, 8);
+  const double rows = double(m.seq) / l.tp * m.topk * m.hidden * m.paramBytes;  // the SP slice's routed rows
+  const double a2a = coster.collective(ge, CollType::AllToAll, rows).seconds;
+  const double counts = coster.collective(ge, CollType::AllToAll, 4.0 * m.experts).seconds;
+  int epRows = 0;
+  for (const DimComm& d : p.comms)
+    if (d.dim == "ep") {
+      ++epRows;
+      EXPECT_NEAR(d.total, (2 * a2a + counts + 2 * a2a) * m.layers * l.microbatches(m), 1e-9 * d.total);
+    }
+  EXPECT_EQ(epRows, 1);
+  Layout dense = l;
+  dense.ep = 1, dense.dp = 8;  // the same tokens per rank, every expert local: no wait for the busiest
+  const double excess = (expertImbalance(4, double(m.seq) / l.tp * m.topk * 4) - 1) * expertForwardSeconds(m, l, hw);
+  EXPECT_GT(excess, 0);
+  EXPECT_NEAR(p.plan.layerCompute.fwd - StepModel(m, hw).predict(dense, true).plan.layerCompute.fwd, excess,
+              1e-9 + 1e-6 * excess);
+}
+
 TEST(PlannerFiles, ModelFileErrorsNameTheField) {
   ModelSpec m;
   Status st = parseModelJson(R"({"version": 1, "layers": 2, "hidden": 64, "heads": 5, "ffn": 256, "vocab": 100,
