@@ -425,6 +425,49 @@ TEST(PlannerHost, CalibratedHostRanksShareCores) {
   EXPECT_LT(p.step, single);
   EXPECT_EQ(groupShape(dp8.spec(), 1u << 3, 8).key(), "1x{0,1,2,3,4,5,6,7}");
   EXPECT_EQ(shapeLayout(groupShape(dp8.spec(), 1u << 3, 8), 1, hw).link(0, 1), topology::LinkClass::SharedMemory);
+  EXPECT_GT(cal.optimizerBytes, 1e7);
+  EXPECT_DOUBLE_EQ(hw.optimizerBytesPerSec, cal.optimizerBytes);
+}
+
+// The reference trainer's layouts on CPU ranks: context parallelism at 64 tokens, and MoE with its
+// experts whole on every tp rank (etp1). Whole experts are not divided by tp in memory, their
+// gradients are reduced over dp x cp x tp (the dense ones over dp x cp x ep), and the tp
+// collectives per layer are the attention's pair only.
+TEST(PlannerHost, TrainerLayoutsContextAndWholeExperts) {
+  ModelSpec m;
+  ASSERT_TRUE(loadModelFile(std::string(PLANNER_MODELS_DIR) + "/trainer_moe.json", &m).ok());
+  SearchSpace space;
+  space.maxCp = 8, space.wholeExperts = true, space.zeroStages = {0}, space.mbsChoices = {1};
+  std::set<std::string> names;
+  for (const Layout& l : enumerateLayouts(m, 8, 8, space)) names.insert(l.describe());
+  EXPECT_TRUE(names.count("tp1 cp8 ep1 dp1 pp1 v1 mbs1 1f1b zero0 rc=none"));
+  EXPECT_TRUE(names.count("tp2 cp1 ep4 dp1 pp1 v1 mbs1 1f1b zero0 rc=none etp1"));
+  EXPECT_FALSE(names.count("tp2 cp1 ep4 dp1 pp1 v1 mbs1 1f1b zero0 rc=none"));  // only whole experts on CPU ranks
+  SearchSpace gpu = space;  // the default for GPU clusters: cp from 4K tokens on
+  gpu.maxCp = 0;
+  for (const Layout& g : enumerateLayouts(m, 8, 8, gpu)) EXPECT_EQ(g.cp, 1) << g.describe();
+
+  Layout l;
+  l.tp = 2, l.ep = 2, l.dp = 2, l.zero = 0, l.wholeExperts = true;
+  ASSERT_EQ(checkLayout(l, m, 8, 8), "");
+  const double expertsPerLayer = 8.0 * 2 * 128 * 512;  // fc and proj weights (the planner counts no biases)
+  EXPECT_NEAR(stageExpertParams(m, l, 0), m.layers * expertsPerLayer / 2, 1.0);  // / ep, not / tp
+  Layout split = l;
+  split.wholeExperts = false;
+  EXPECT_NEAR(stageExpertParams(m, split, 0), m.layers * expertsPerLayer / 4, 1.0);
+
+  HostCalibration cal;
+  cal.gemmFlops = 2e10, cal.attnFlops = 5e9, cal.memBytes = 4e9, cal.optimizerBytes = 6e9;
+  const HardwareSpec hw = hostHardware(8, 2, cal);
+  const Prediction p = StepModel(m, hw).predict(l, true);
+  ASSERT_EQ(p.plan.dpCalls.size(), 2u);
+  EXPECT_EQ(p.plan.dpCalls[0].dims, (1u << 1) | (1u << 2) | (1u << 3));  // dense: cp, ep, dp
+  EXPECT_EQ(p.plan.dpCalls[1].dims, (1u << 0) | (1u << 1) | (1u << 3));  // experts: tp, cp, dp
+  EXPECT_NEAR(p.plan.dpCalls[1].bytes, stageExpertParams(m, l, 0) * m.gradBytes, 1.0);
+  int tpCalls = 0;
+  for (const GroupCall& c : p.plan.layerCalls)
+    if (c.dims == 1u) tpCalls += c.perFwd;
+  EXPECT_EQ(tpCalls, 2);  // one all-gather and one reduce-scatter: the attention's
 }
 
 // Sibling groups share a node's NIC: on a node of 4 ranks with one rail, the 4 one-rank-per-node
