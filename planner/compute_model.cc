@@ -2,6 +2,7 @@
 #include "planner/compute_model.h"
 
 #include <cmath>
+#include <vector>
 
 namespace strata::planner {
 
@@ -55,16 +56,26 @@ double expertForwardSeconds(const ModelSpec& m, const Layout& l, const HardwareS
   return 2 * tokens * mats * m.hidden * double(m.ffn) * m.topk / l.tp / (hw.peakFlops * hw.matmulEfficiency);
 }
 
-double expertImbalance(int ep, double assignments) {
-  if (ep <= 1 || assignments <= 0) return 1;
-  // E[max of ep standard normals] = integral of x * ep * phi(x) * Phi(x)^(ep-1) dx (midpoint rule).
+// E[max of n standard normals] = integral of x * n * phi(x) * Phi(x)^(n-1) dx (midpoint rule).
+static double expectedMaxOfNormals(int n) {
   constexpr double kPi = 3.14159265358979323846;
-  double emax = 0;
-  const double lo = -8, hi = 8, dx = 1.0 / 256;
+  double e = 0;
+  const double lo = -8, hi = 8, dx = 1.0 / 64;
   for (double x = lo + dx / 2; x < hi; x += dx) {
     const double phi = std::exp(-x * x / 2) / std::sqrt(2 * kPi), cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
-    emax += x * ep * phi * std::pow(cdf, ep - 1) * dx;
+    e += x * n * phi * std::pow(cdf, n - 1) * dx;
   }
+  return e;
+}
+
+double expertImbalance(int ep, double assignments) {
+  if (ep <= 1 || assignments <= 0) return 1;
+  static const std::vector<double> table = [] {  // a plan asks for the same few ep sizes thousands of times
+    std::vector<double> t(257);
+    for (int n = 1; n <= 256; ++n) t[size_t(n)] = expectedMaxOfNormals(n);
+    return t;
+  }();
+  const double emax = ep <= 256 ? table[size_t(ep)] : expectedMaxOfNormals(ep);
   const double mean = assignments / ep;
   return 1 + emax * std::sqrt((1 - 1.0 / ep) / mean);
 }
