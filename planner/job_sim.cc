@@ -81,6 +81,8 @@ class JobSim {
                                       c.group.key(), mib(c.bytes)),
                           c.fittedSeconds, t});
     }
+    unsigned dpDims = 0;  // the lane meets the union of its reductions' groups (dense and expert replicas)
+    for (const GroupCall& c : pred_.plan.dpCalls) dpDims |= c.dims;
     const int world = l_.world();
     r_.ranks = world;
     ranks_.resize(size_t(world));
@@ -96,8 +98,7 @@ class JobSim {
         return ids.emplace(spec.rankOf(lead), int(ids.size())).first->second;
       };
       if (passDims) k.passGroup = groupOf(passDims, passIds);
-      if (l_.dp * l_.cp * l_.ep > 1 && !pred_.plan.dpCalls.empty())
-        k.dpGroup = groupOf((1u << kDp) | (1u << kCp) | (1u << kEp), dpIds);
+      if (dpDims) k.dpGroup = groupOf(dpDims, dpIds);
       std::array<int, kParallelDims> n = c;
       n[kPp] = (c[kPp] + P_ - 1) % P_;
       k.prev = spec.rankOf(n);

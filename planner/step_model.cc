@@ -161,7 +161,8 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
     // topk rows per token to the experts' owners after an all-to-all of the counts, the combine
     // brings them back; the backward mirrors both (counts known).
     const GroupShape g = groupShape(spec, kEp, ppn);
-    const double bytes = T / (l.sp ? l.tp : 1) * m_.topk * m_.hidden * m_.paramBytes;
+    const double routed = T / (l.sp ? l.tp : 1) * m_.topk;  // (token, expert) rows a rank routes per microbatch
+    const double bytes = routed * m_.hidden * m_.paramBytes;
     const CommTime a2a = coster_.collective(g, CollType::AllToAll, bytes);
     const CommTime counts = coster_.collective(g, CollType::AllToAll, 4.0 * m_.experts);
     const double fwd = 2 * a2a.seconds + counts.seconds;
@@ -170,8 +171,7 @@ Prediction StepModel::predict(const Layout& l, bool evenIfOver) {
     p.plan.layerCalls.push_back({g, CollType::AllToAll, a2a.algo, bytes, 2, 2 * fwdSets, a2a.seconds, kEp});
     p.plan.layerCalls.push_back({g, CollType::AllToAll, counts.algo, 4.0 * m_.experts, 1, fwdSets - 1, counts.seconds, kEp});
     // The experts of the busiest rank set the pace (expertImbalance): its excess in every pass.
-    const double local = T / (l.sp ? l.tp : 1) * m_.topk;  // assignments a rank routes per microbatch
-    const double excess = (expertImbalance(l.ep, local * l.ep) - 1) * expertForwardSeconds(m_, l, hw_);
+    const double excess = (expertImbalance(l.ep, routed * l.ep) - 1) * expertForwardSeconds(m_, l, hw_);
     perLayer.fwd += excess, perLayer.bwdInput += excess * fwdSets, perLayer.bwdWeight += excess;
     hidden.fwd += excess, hidden.bwdInput += excess * fwdSets, hidden.bwdWeight += excess;
     DimComm d{"ep", fmt::format("2 all-to-alls ({}) per layer and pass, {}, and one of the counts per forward",
