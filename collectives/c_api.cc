@@ -379,11 +379,11 @@ STRATA_API strataResult_t strataCommSplit(strataComm_t comm, int color, int key,
   if (st.ok() && color < 0 && color != STRATA_SPLIT_NOCOLOR)
     st = invalidArgument("CommSplit: color {} is negative (use STRATA_SPLIT_NOCOLOR to opt out)", color);
   if (!st.ok()) return report(c, st);
+  *newcomm = nullptr;  // also when the split fails
   ActiveCall guard(c);
   std::unique_ptr<Comm> out;
   st = c->split(color, key, config, &out);
   if (!st.ok()) return report(c, st);
-  *newcomm = nullptr;
   if (out) {
     registerComm(out.get());
     *newcomm = out.release();

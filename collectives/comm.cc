@@ -113,13 +113,13 @@ Status Comm::create(const strataUniqueId& id, int nranks, int rank, const strata
   return OkStatus();
 }
 
-Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg) {
+Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg, double parentTimeout) {
   magic = kMagic;
   bootstrap_ = std::move(bs);
   rank_ = bootstrap_->rank();
   nranks_ = bootstrap_->nranks();
   if (cfg && cfg->commName) name_ = cfg->commName;
-  timeoutSec_ = requestedTimeout(cfg) > 0 ? requestedTimeout(cfg) : config().timeoutSec;
+  timeoutSec_ = requestedTimeout(cfg) > 0 ? requestedTimeout(cfg) : parentTimeout > 0 ? parentTimeout : config().timeoutSec;
   const auto& infos = bootstrap_->infos();
   layout_ = layoutFromInfos(infos);
   costModel_ = std::make_unique<CostModel>(layout_, jobLinkCosts(infos));
@@ -140,6 +140,9 @@ Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg) {
   Status st = setupTransports(*bootstrap_, layout_, &transports_);
   if (!st.ok()) return Status(st.code(), fmt::format("rank {}: transport setup failed: {}", rank_, st.message()));
   opRing_.attach(bootstrap_->commTag(), rank_, nranks_, name_);  // hang reports (op_ring.h)
+  // Set up under the join timeout; from here on the bootstrap's exchanges inside calls (split,
+  // argument checks, connections on first use) wait as long as any call on this communicator.
+  setTimeout(timeoutSec_);
   log::info("rank {} of {}: communicator ready{}", rank_, nranks_, name_.empty() ? "" : " (" + name_ + ")");
   return OkStatus();
 }
@@ -162,7 +165,11 @@ Status Comm::split(int color, int key, const strataConfig_t* cfg, std::unique_pt
   int lfd = -1;
   if (color != STRATA_SPLIT_NOCOLOR) STRATA_RETURN_IF_ERROR(Bootstrap::openListener(&lfd, &mine.info));
   std::vector<Entry> all(static_cast<size_t>(nranks_));
+  // A call on this communicator: it waits for the other members as long as a collective would.
   Status st = bootstrap_->allGather(&mine, all.data(), sizeof(Entry));
+  if (st.code() == strataTimeout)
+    st = makeError(strataTimeout, "rank {}: split: {}: no progress for {} s (STRATA_TIMEOUT or the communicator's timeout)",
+                   rank_, st.message(), timeoutSec_);
   const uint64_t splitIndex = splitCount_++;
   if (!st.ok() || color == STRATA_SPLIT_NOCOLOR) {
     if (lfd >= 0) ::close(lfd);
@@ -190,10 +197,14 @@ Status Comm::split(int color, int key, const strataConfig_t* cfg, std::unique_pt
   STRATA_RETURN_IF_ERROR(Bootstrap::fromInfos(lfd, newRank, std::move(infos), tag, bootstrap_->secret(),
                                               config().joinTimeoutSec, &bs));
   std::unique_ptr<Comm> c(new Comm());
-  STRATA_RETURN_IF_ERROR(c->init(std::move(bs), cfg));
-  if (requestedTimeout(cfg) == 0) c->timeoutSec_ = timeoutSec_;  // a split keeps its parent's timeout
+  STRATA_RETURN_IF_ERROR(c->init(std::move(bs), cfg, timeoutSec_));  // a split keeps its parent's timeout
   *out = std::move(c);
   return OkStatus();
+}
+
+void Comm::setTimeout(double sec) {
+  timeoutSec_ = sec;
+  bootstrap_->setTimeout(sec);
 }
 
 Comm::~Comm() {

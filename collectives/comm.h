@@ -68,6 +68,8 @@ class Comm : public strataComm {
   bool deterministic() const { return deterministic_; }
   /// Seconds an operation may wait without progress: strataConfig_t::timeout, else STRATA_TIMEOUT.
   double timeoutSec() const { return timeoutSec_; }
+  /// Sets it for the calls and for the bootstrap exchanges made inside them (split, checks).
+  void setTimeout(double sec);
   /// More ranks of this communicator on this machine than cores this process may use: waits
   /// yield the core from the first poll instead of spinning.
   bool oversubscribed() const { return oversubscribed_; }
@@ -113,7 +115,8 @@ class Comm : public strataComm {
 
  private:
   Comm() = default;
-  Status init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg);
+  /// `parentTimeout` > 0: a split or shrink keeps its parent's timeout unless `cfg` sets one.
+  Status init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg, double parentTimeout = 0);
   void stopCalls(const char* what);
 
   int rank_ = 0, nranks_ = 1;

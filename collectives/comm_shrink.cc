@@ -378,8 +378,7 @@ Status Comm::shrink(const std::vector<int>& exclude, const strataConfig_t* cfg, 
   STRATA_RETURN_IF_ERROR(Bootstrap::fromInfos(lfd, newRank, std::move(infos), tag, bootstrap_->secret(),
                                               config().joinTimeoutSec, &bs));
   std::unique_ptr<Comm> c(new Comm());
-  STRATA_RETURN_IF_ERROR(c->init(std::move(bs), cfg));
-  if (requestedTimeout(cfg) == 0) c->timeoutSec_ = timeoutSec_;  // as a split, it keeps the parent's timeout
+  STRATA_RETURN_IF_ERROR(c->init(std::move(bs), cfg, timeoutSec_));  // as a split, it keeps the parent's timeout
   if (newRank == 0)
     log::info("rank {}: shrank {} ranks to {} (without {})", rank_, nranks_, members.size(),
               listText([&] {

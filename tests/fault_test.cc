@@ -277,4 +277,30 @@ TEST(Timeout, ConfigTimeoutOverridesTheVariableAndSplitsKeepIt) {
   for (auto c : comms) strataCommDestroy(c);
 }
 
+// A split is a call on its communicator: a member that never comes makes it fail within the
+// communicator's timeout (STRATA_TIMEOUT here; the config's on a split child, which keeps its
+// parent's), not the join timeout of 120 s the bootstrap was made with.
+TEST(Timeout, SplitWithASilentMemberTimesOut) {
+  ScopedEnv timeout("STRATA_TIMEOUT", "1");
+  std::vector<strataComm_t> comms(2), halves(2);
+  ASSERT_EQ(strataCommInitAll(comms.data(), 2), strataSuccess);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] { EXPECT_EQ(strataCommSplit(comms[r], 0, r, &halves[r], nullptr), strataSuccess); });
+  for (auto& t : ts) t.join();
+  ASSERT_TRUE(halves[0] && halves[1]);
+  for (strataComm_t c : {comms[1], halves[1]}) {  // rank 0 never calls
+    strataComm_t out = reinterpret_cast<strataComm_t>(&out);
+    const double start = now();
+    EXPECT_EQ(strataCommSplit(c, 0, 1, &out, nullptr), strataTimeout);
+    EXPECT_LT(now() - start, 4.0);
+    EXPECT_EQ(out, nullptr);
+    const std::string msg = strataGetLastError(c);
+    EXPECT_NE(msg.find("split"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("no progress for 1 s"), std::string::npos) << msg;
+  }
+  for (auto c : halves) strataCommDestroy(c);
+  for (auto c : comms) strataCommDestroy(c);
+}
+
 }  // namespace

@@ -2,10 +2,10 @@
 // processes for 60 s and 3 rank threads for 30 s must finish with every result right (exit 0, the
 // summary line with 0 wrong results, 0 hangs, 0 errors and every kind of operation run). Then the
 // faults, each a few seconds: a SIGKILLed rank, a rank that aborts its communicators, a rank that
-// stops calling (the others' timeout): every other rank must report the expected error within
-// seconds of the fault, nobody hangs, and the job exits non-zero; with the library's timeout out of
-// reach the soak's watchdog names the stuck step; a result changed on purpose must be counted as
-// exactly one wrong result (the checks are not vacuous).
+// stops calling (the others' timeout, in collectives and in splits): every other rank must report
+// the expected error within seconds of the fault, nobody hangs, and the job exits non-zero; with
+// the library's timeout out of reach the soak's watchdog names the stuck step; a result changed on
+// purpose must be counted as exactly one wrong result (the checks are not vacuous).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -103,6 +103,17 @@ TEST(Soak, StalledRankTimesTheOthersOut) {
                      "0", "--fault-after", "3", "--op-timeout", "3", "--hang-seconds", "20"},
                     90);
   expectCleanFailure(r, 3, 0, "stops calling strata", 3 + 5);
+  EXPECT_NE((r.out + r.err).find("no progress for 3 s"), std::string::npos) << r.out << r.err;
+}
+
+// The same with a split family re-created at every step: the others wait for the stalled rank in
+// strataCommSplit as often as in a collective, and a split waits no longer than a collective.
+TEST(Soak, StalledRankTimesTheOthersOutOfSplits) {
+  JobRun r = runJob({STRATA_RUN_BIN, "-n", "3", "--", SOAK_BIN, "--seconds", "30", "--faults", "stall", "--fault-rank",
+                     "0", "--fault-after", "2", "--op-timeout", "3", "--hang-seconds", "20", "--resplit-per-mille",
+                     "1000"},
+                    90);
+  expectCleanFailure(r, 3, 0, "stops calling strata", 2 + 5);
   EXPECT_NE((r.out + r.err).find("no progress for 3 s"), std::string::npos) << r.out << r.err;
 }
 

@@ -194,6 +194,7 @@ bool RankRunner::resplit(int slot, const std::vector<CommSpec>& specs) {
   const int color = s.color[static_cast<size_t>(rank_)];
   stats_.calls++;
   strataResult_t rc = strataCommSplit(parent, color, s.key[static_cast<size_t>(rank_)], &mine, &cfg);
+  if (rc == strataTimeout) stats_.hangs++;
   if (rc != strataSuccess)
     return fail(fmt::format("split of slot {} (generation {}, from slot {}) failed: {}: {}", slot, s.generation,
                             s.parent, strataGetErrorString(rc), strataGetLastError(parent)),

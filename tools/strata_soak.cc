@@ -323,6 +323,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-bytes", o.maxBytes, "largest buffer of one call per rank, e.g. 64K, 4M (default 1M)");
   app.add_option("--slots", o.plan.slots, "communicator slots: the world and N-1 split families (default 4)");
   app.add_option("--group-items", o.plan.maxGroupItems, "most calls in one group (default 4)");
+  app.add_option("--resplit-per-mille", o.plan.resplitPerMille,
+                 "chance per step, in thousandths, that a split family is re-created (default 4)")
+      ->check(CLI::Range(0u, 1000u));
   app.add_option("--threads", o.threads,
                  "rank threads per process (default: STRATA_NTHREADS under strata-run --threads, else 1; 4 alone)");
   app.add_option("--faults", o.faults, "inject a fault: none, kill, abort, stall or corrupt (default none)")

@@ -107,6 +107,11 @@ class Bootstrap {
   const uint8_t* secret() const { return secret_; }
   /// This rank's listening socket, also used by transports to accept their connections.
   int listenFd() const { return listenFd_; }
+  /// Seconds a bootstrap exchange or connection may take: the join timeout until the
+  /// communicator exists, then the communicator's own timeout (Comm::setTimeout), so that a
+  /// split, an argument check or a first connection waits no longer than any other call on it.
+  double timeoutSec() const { return timeoutSec_; }
+  void setTimeout(double sec) { timeoutSec_ = sec; }
 
   /// Allgather of `bytes` per rank: all[r*bytes ..] = rank r's `mine`. Bruck's algorithm:
   /// ceil(log2 n) rounds, n-1 blocks received per rank.
