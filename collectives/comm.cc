@@ -222,7 +222,7 @@ std::string Comm::lastError() {
   return lastError_;
 }
 
-void Comm::fail(const Status& st) {
+void Comm::fail(const Status& st, bool requested) {
   {
     std::lock_guard<std::mutex> lock(errMu_);
     if (!failStatus_.ok()) return;
@@ -230,7 +230,8 @@ void Comm::fail(const Status& st) {
     lastError_ = st.message();
   }
   asyncError_.store(st.code() == strataAborted ? strataAborted : strataRemoteError);
-  log::warn("{}", st.message());
+  if (requested) log::info("{}", st.message());
+  else log::warn("{}", st.message());
   transports_.markFailed(st.message());
   bootstrap_->abort();
 }
@@ -250,7 +251,7 @@ void Comm::stopCalls(const char* what) {
   transports_.bell()->ring();
   // Calls in other threads notice within one sleep slice (<= 50 ms) and leave.
   for (int i = 0; i < 400 && activeCalls_.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  fail(Status(strataAborted, fmt::format("rank {}: communicator {}", rank_, what)));  // no-op if it failed before
+  fail(Status(strataAborted, fmt::format("rank {}: communicator {}", rank_, what)), true);  // no-op if it failed before
 }
 
 Status Comm::createPreMulSum(const void* scalar, strataDataType_t dtype, strataRedOp_t* op) {

@@ -78,7 +78,8 @@ class Comm : public strataComm {
   void setLastError(const std::string& msg);
   std::string lastError();
   /// Records a failure that leaves the comm unusable (peer death, timeout, abort) and tells peers.
-  void fail(const Status& st);
+  /// A failure is a warning; an abort or revoke the caller asked for (`requested`) is not.
+  void fail(const Status& st, bool requested = false);
   Status failedStatus();
   bool failed() const { return asyncError_.load() != strataSuccess; }
   strataResult_t asyncError() const { return asyncError_.load(); }
