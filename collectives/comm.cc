@@ -142,7 +142,7 @@ Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg, doub
   opRing_.attach(bootstrap_->commTag(), rank_, nranks_, name_);  // hang reports (op_ring.h)
   // Set up under the join timeout; from here on the bootstrap's exchanges inside calls (split,
   // argument checks, connections on first use) wait as long as any call on this communicator.
-  setTimeout(timeoutSec_);
+  bootstrap_->setTimeout(timeoutSec_);
   log::info("rank {} of {}: communicator ready{}", rank_, nranks_, name_.empty() ? "" : " (" + name_ + ")");
   return OkStatus();
 }
@@ -200,11 +200,6 @@ Status Comm::split(int color, int key, const strataConfig_t* cfg, std::unique_pt
   STRATA_RETURN_IF_ERROR(c->init(std::move(bs), cfg, timeoutSec_));  // a split keeps its parent's timeout
   *out = std::move(c);
   return OkStatus();
-}
-
-void Comm::setTimeout(double sec) {
-  timeoutSec_ = sec;
-  bootstrap_->setTimeout(sec);
 }
 
 Comm::~Comm() {

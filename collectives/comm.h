@@ -68,8 +68,6 @@ class Comm : public strataComm {
   bool deterministic() const { return deterministic_; }
   /// Seconds an operation may wait without progress: strataConfig_t::timeout, else STRATA_TIMEOUT.
   double timeoutSec() const { return timeoutSec_; }
-  /// Sets it for the calls and for the bootstrap exchanges made inside them (split, checks).
-  void setTimeout(double sec);
   /// More ranks of this communicator on this machine than cores this process may use: waits
   /// yield the core from the first poll instead of spinning.
   bool oversubscribed() const { return oversubscribed_; }

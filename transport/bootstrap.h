@@ -108,7 +108,7 @@ class Bootstrap {
   /// This rank's listening socket, also used by transports to accept their connections.
   int listenFd() const { return listenFd_; }
   /// Seconds a bootstrap exchange or connection may take: the join timeout until the
-  /// communicator exists, then the communicator's own timeout (Comm::setTimeout), so that a
+  /// communicator exists, then the communicator's own timeout (set by Comm::init), so that a
   /// split, an argument check or a first connection waits no longer than any other call on it.
   double timeoutSec() const { return timeoutSec_; }
   void setTimeout(double sec) { timeoutSec_ = sec; }
