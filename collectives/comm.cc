@@ -194,8 +194,11 @@ Status Comm::split(int color, int key, const strataConfig_t* cfg, std::unique_pt
   uint64_t parts[3] = {bootstrap_->commTag(), splitIndex, static_cast<uint64_t>(static_cast<uint32_t>(color))};
   uint64_t tag = topology::hashBytes(parts, sizeof(parts));
   std::unique_ptr<Bootstrap> bs;
+  // The new communicator is set up within the join timeout, and within its own when that is shorter
+  // (the split is still a call on this one).
+  const double childTimeout = requestedTimeout(cfg) > 0 ? requestedTimeout(cfg) : timeoutSec_;
   STRATA_RETURN_IF_ERROR(Bootstrap::fromInfos(lfd, newRank, std::move(infos), tag, bootstrap_->secret(),
-                                              config().joinTimeoutSec, &bs));
+                                              std::min(config().joinTimeoutSec, childTimeout), &bs));
   std::unique_ptr<Comm> c(new Comm());
   STRATA_RETURN_IF_ERROR(c->init(std::move(bs), cfg, timeoutSec_));  // a split keeps its parent's timeout
   *out = std::move(c);

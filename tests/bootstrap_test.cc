@@ -2,8 +2,9 @@
 // every rank count (powers of two and not) and for blocks larger than a socket buffer (both ends
 // of an exchange send at once); infos reach every rank; barrier; connections opened without
 // blocking (startOpen / pollOpen) find the right peer whatever order they arrive in; opening to a
-// rank whose listener is gone fails naming it.
+// rank whose listener is gone fails naming it; waiting for a peer process that died fails at once.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -149,6 +150,39 @@ TEST(BootstrapOpen, ARankWhoseListenerIsGoneFailsNamed) {
   ASSERT_FALSE(s.ok()) << "connected to a rank that is gone";
   EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
   EXPECT_EQ(s.code(), strataRemoteError);
+}
+
+// Waiting for a connection from a peer process of this machine: one whose process is gone fails
+// at once, naming it (a member killed during a split, between the exchange and the new
+// communicator's set-up); one that lives is waited for until the deadline.
+TEST(BootstrapAccept, PeerProcessThatDiedIsAnErrorNotAWait) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // reaped: its pid names no process
+  for (const int peerPid : {static_cast<int>(child), static_cast<int>(getppid())}) {
+    std::vector<RankInfo> infos(2);
+    int lfd = -1;
+    ASSERT_TRUE(Bootstrap::openListener(&lfd, &infos[0]).ok());
+    infos[0].rank = 0, infos[0].pid = getpid(), infos[0].hostHash = 5, infos[0].processHash = 1;
+    infos[1].rank = 1, infos[1].pid = peerPid, infos[1].hostHash = 5, infos[1].processHash = 2;
+    uint8_t secret[16] = {};
+    std::unique_ptr<Bootstrap> b;
+    ASSERT_TRUE(Bootstrap::fromInfos(lfd, 0, infos, 42, secret, 30, &b).ok());
+    int fd = -1;
+    const double start = net::nowSec();
+    Status st = b->acceptPeer(1, Bootstrap::kRing, 0, start + 1.0, &fd);
+    const double took = net::nowSec() - start;
+    EXPECT_FALSE(st.ok());
+    if (peerPid == child) {
+      EXPECT_LT(took, 0.5);
+      EXPECT_NE(st.message().find("rank 1 died (process " + std::to_string(child) + " is gone)"), std::string::npos)
+          << st.message();
+    } else {
+      EXPECT_EQ(st.code(), strataTimeout) << st.message();
+      EXPECT_GE(took, 0.9);
+    }
+  }
 }
 
 }  // namespace

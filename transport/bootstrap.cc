@@ -29,6 +29,7 @@
 #include "transport/bootstrap_wire.h"
 #include "transport/config.h"
 #include "transport/log.h"
+#include "transport/process_alive.h"
 #include "transport/secret.h"
 #include "transport/socket.h"
 
@@ -578,12 +579,22 @@ void Bootstrap::drainListener() {
 Status Bootstrap::acceptPeer(int peer, Kind kind, int index, double deadline, int* fd) {
   Opening o;
   STRATA_RETURN_IF_ERROR(startOpen(peer, kind, index, -1, false, &o));
+  // A peer process of this machine that died never connects: say so instead of waiting out the
+  // timeout (a member killed during a split, between the exchange and the new communicator's set-up).
+  const RankInfo& me = infos_[static_cast<size_t>(rank_)];
+  const RankInfo& p = infos_[static_cast<size_t>(peer)];
+  const bool canSeeDeath = p.pid > 0 && p.hostHash == me.hostHash && p.processHash != me.processHash;
   WaitSet ws;
   while (true) {
     *fd = -1;
     STRATA_RETURN_IF_ERROR(pollOpen(&o, fd));
     if (*fd >= 0) return OkStatus();
     if (aborted_.load(std::memory_order_relaxed)) return Status(strataAborted, "aborted");
+    if (canSeeDeath && !processAlive(p.pid)) {
+      STRATA_RETURN_IF_ERROR(pollOpen(&o, fd));  // it may have connected just before it died
+      if (*fd >= 0) return OkStatus();
+      return remoteError("rank {}: rank {} died (process {} is gone) before it connected", rank_, peer, p.pid);
+    }
     if (net::nowSec() > deadline)
       return makeError(strataTimeout, "rank {}: rank {} did not connect within {} s", rank_, peer, timeoutSec_);
     ws.clear();

@@ -18,24 +18,10 @@
 #include "kernels/consume.h"
 #include "kernels/host_reduce.h"
 #include "transport/config.h"
+#include "transport/process_alive.h"
 #include "transport/shared_buffers.h"
 
 namespace strata {
-
-// Alive and not a zombie: a killed child stays a zombie until its parent reaps it.
-static bool processAlive(int pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "r");
-  if (!f) return errno != ENOENT;
-  char buf[512] = {};
-  size_t got = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  const char* close = strrchr(buf, ')');
-  if (got == 0 || !close || close[1] == '\0') return true;
-  return close[2] != 'Z' && close[2] != 'X';
-}
 
 LocalConnection::LocalConnection(int myRank, int peer, int myChannel, int peerChannel, std::shared_ptr<Endpoint> mine,
                                  std::shared_ptr<Endpoint> theirs, bool pointerMode, int peerPid)
