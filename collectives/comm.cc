@@ -140,7 +140,7 @@ Status Comm::init(std::unique_ptr<Bootstrap> bs, const strataConfig_t* cfg, doub
   Status st = setupTransports(*bootstrap_, layout_, &transports_);
   if (!st.ok()) return Status(st.code(), fmt::format("rank {}: transport setup failed: {}", rank_, st.message()));
   opRing_.attach(bootstrap_->commTag(), rank_, nranks_, name_);  // hang reports (op_ring.h)
-  // Set up under the join timeout; from here on the bootstrap's exchanges inside calls (split,
+  // Set up under the bootstrap's set-up timeout; from here on its exchanges inside calls (split,
   // argument checks, connections on first use) wait as long as any call on this communicator.
   bootstrap_->setTimeout(timeoutSec_);
   log::info("rank {} of {}: communicator ready{}", rank_, nranks_, name_.empty() ? "" : " (" + name_ + ")");

@@ -107,10 +107,10 @@ class Bootstrap {
   const uint8_t* secret() const { return secret_; }
   /// This rank's listening socket, also used by transports to accept their connections.
   int listenFd() const { return listenFd_; }
-  /// Seconds a bootstrap exchange or connection may take: the join timeout until the
-  /// communicator exists, then the communicator's own timeout (set by Comm::init), so that a
-  /// split, an argument check or a first connection waits no longer than any other call on it.
-  double timeoutSec() const { return timeoutSec_; }
+  /// Sets the seconds a bootstrap exchange or connection may take: set-up runs under the join
+  /// timeout (a split's, under the shorter of that and its own); then Comm::init gives it the
+  /// communicator's, so that a split, an argument check or a first connection waits no longer
+  /// than any other call on it.
   void setTimeout(double sec) { timeoutSec_ = sec; }
 
   /// Allgather of `bytes` per rank: all[r*bytes ..] = rank r's `mine`. Bruck's algorithm:
