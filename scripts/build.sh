@@ -1,6 +1,32 @@
 #!/usr/bin/env bash
-# build.sh: configures and builds strata into ./build (RelWithDebInfo, all cores).
+# build.sh: configures and builds strata into ./build (RelWithDebInfo, all cores, ccache when
+# installed).
+#   scripts/build.sh                   configure every part (tests, perf tools, PyTorch backend;
+#                                      failing when a part's packages are missing) and build it all
+#   scripts/build.sh --demo TARGET...  build just TARGET... (and what they link); a build folder not
+#                                      configured yet is configured without the tests, perf tools
+#                                      and PyTorch backend, which need more packages (install_deps core)
+# STRATA_CMAKE_ARGS: more configure arguments.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
-cmake --build build -j"$(nproc)"
+mode=all
+if [ "${1:-}" = "--demo" ]; then mode=demo; shift; fi
+args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+if command -v ccache >/dev/null; then
+  args+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+if [ "$mode" = all ]; then
+  args+=(-DSTRATA_BUILD_TESTS=ON -DSTRATA_BUILD_PERF=ON -DSTRATA_BUILD_TORCH=ON -DSTRATA_ENABLE_IBVERBS=ON
+         -DSTRATA_REQUIRE_ALL=ON)
+else
+  args+=(-DSTRATA_BUILD_TESTS=OFF -DSTRATA_BUILD_PERF=OFF -DSTRATA_BUILD_TORCH=OFF)
+fi
+# shellcheck disable=SC2086
+if [ "$mode" = all ] || [ ! -f build/CMakeCache.txt ]; then
+  cmake -S . -B build "${args[@]}" ${STRATA_CMAKE_ARGS:-} >build.configure.log 2>&1 || { cat build.configure.log >&2; exit 1; }
+  grep '^-- strata' build.configure.log || true
+  rm -f build.configure.log
+fi
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build build -j"$(nproc)" "${targets[@]}"
