@@ -10,9 +10,10 @@ set -euo pipefail
 group="${1:-all}"
 core=(build-essential cmake pkg-config ccache libcli11-dev nlohmann-json3-dev libfmt-dev libhwloc-dev
       libibverbs-dev libucx-dev)
-# Tests, perf tools and their peers (OpenMPI, Gloo), the virtual-cluster tools (ip, tc), plots, and
+# Tests, perf tools and their peers (OpenMPI, Gloo), the virtual-cluster tools (ip, tc), plots, CPack's
+# Debian packaging (file, with dpkg-dev from build-essential), and
 # the PyTorch backend (torch's headers include pybind11's, which libtorch-dev does not depend on).
-full=(libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox graphviz iproute2
+full=(libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox graphviz iproute2 file
       openmpi-bin libopenmpi-dev libgloo-dev python3 python3-dev python3-matplotlib
       python3-torch libtorch-dev pybind11-dev)
 ci=(clang libclang-rt-14-dev)

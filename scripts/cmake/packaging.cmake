@@ -58,6 +58,6 @@ set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
 set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "python3, python3-torch")
 set(CPACK_COMPONENT_PYTHON_DEPENDS runtime)
 set(CPACK_COMPONENT_PYTHON_DESCRIPTION "strata collective-communication runtime: torch.distributed backend
- import strata_torch registers the torch.distributed backend \"strata\" (CPU tensors).")
+ import strata_torch registers the torch.distributed backend strata (CPU tensors).")
 
 include(CPack)
