@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# build.sh: configures and builds strata into ./build (RelWithDebInfo, all cores, ccache when
-# installed).
+# build.sh: configures and builds strata into ./build (RelWithDebInfo, Ninja, all cores, ccache
+# when installed).
 #   scripts/build.sh                   configure every part (tests, perf tools, PyTorch backend;
 #                                      failing when a part's packages are missing) and build it all
 #   scripts/build.sh --demo TARGET...  build just TARGET... (and what they link); a build folder not
@@ -12,6 +12,9 @@ cd "$(dirname "$0")/.."
 mode=all
 if [ "${1:-}" = "--demo" ]; then mode=demo; shift; fi
 args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+# Ninja for a new build folder (it compiles a library's files while the one it links is still
+# building, which keeps both cores busy); a folder configured before keeps its generator.
+if [ ! -f build/CMakeCache.txt ] && command -v ninja >/dev/null; then args+=(-G Ninja); fi
 if command -v ccache >/dev/null; then
   args+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi

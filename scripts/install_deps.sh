@@ -8,7 +8,7 @@
 # so every package the build includes or runs is named here, not pulled in as a recommendation.
 set -euo pipefail
 group="${1:-all}"
-core=(build-essential cmake pkg-config ccache libcli11-dev nlohmann-json3-dev libfmt-dev libhwloc-dev
+core=(build-essential cmake ninja-build pkg-config ccache libcli11-dev nlohmann-json3-dev libfmt-dev libhwloc-dev
       libibverbs-dev libucx-dev)
 # Tests, perf tools and their peers (OpenMPI, Gloo), the virtual-cluster tools (ip, tc), plots, CPack's
 # Debian packaging (file, with dpkg-dev from build-essential), and
