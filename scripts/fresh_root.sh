@@ -65,11 +65,15 @@ create() {
   echo "fresh_root.sh: $suite root ready in $dir"
 }
 
-# Inside the new namespaces: mount what a machine has, then chroot and run.
+# Inside the new namespaces: mount what a machine has, then chroot and run with a clean environment
+# (kept: CI, and the OpenBLAS settings this machine's processor needs, which are not installed).
 enter() {
   local dir="$1" src="$2" suite="$3" ccache_dir="$4"
   shift 4
   mount --make-rprivate /
+  # The root a mount point of its own, as a machine's / is: `ip netns exec` and `ip -n` remount it
+  # (mount --make-rslave /), which fails on a plain folder.
+  mount --bind "$dir" "$dir"
   mount -t proc proc "$dir/proc"
   mount --rbind /sys "$dir/sys"
   mount --rbind /dev "$dir/dev"
@@ -83,6 +87,7 @@ enter() {
   exec chroot "$dir" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     CCACHE_DIR=/var/cache/ccache ${CI:+CI="$CI"} \
+    ${OPENBLAS_CORETYPE:+OPENBLAS_CORETYPE="$OPENBLAS_CORETYPE"} ${OPENBLAS_L2_SIZE:+OPENBLAS_L2_SIZE="$OPENBLAS_L2_SIZE"} \
     bash -c 'cd /src && exec "$@"' bash "$@"
 }
 

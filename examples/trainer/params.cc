@@ -1,6 +1,7 @@
 // params.cc: tensor pieces per rank, class buffers and deterministic initialisation.
 #include "params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 

@@ -169,7 +169,7 @@ invalid)
     [ "$rc" = 2 ] || { echo "expected exit 2 for '$args', got $rc"; exit 1; }
     grep -q '^\[0\] strata-train: invalid layout' out.txt && grep -q '^\[1\] strata-train: invalid layout' out.txt ||
       { echo "'$args' was not refused on every rank"; exit 1; }
-    if grep -q 'step ' out.txt; then echo "training started for '$args'"; exit 1; fi
+    if grep -qE '^\[[0-9]+\] step +[0-9]+ \| loss' out.txt; then echo "training started for '$args'"; exit 1; fi
   done
   ;;
 trace)
