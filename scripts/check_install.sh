@@ -24,6 +24,18 @@ cmake -S "$src" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_
 grep -- '-- strata ' "$work/cmake.log"
 cmake --build "$work/cmake" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 
+# The package's version check: 0.1 is found, a newer minor version or major version is refused.
+mkdir -p "$work/version"
+for want in 0.2 1.0; do
+  printf 'cmake_minimum_required(VERSION 3.16)\nproject(v LANGUAGES C)\nfind_package(strata %s CONFIG REQUIRED)\n' "$want" \
+    >"$work/version/CMakeLists.txt"
+  if cmake -S "$work/version" -B "$work/version/b$want" -DCMAKE_PREFIX_PATH="$prefix" >"$work/version.log" 2>&1; then
+    echo "check_install: find_package(strata $want) accepted version 0.1" >&2; exit 1
+  fi
+  grep -q 'considered but not accepted' "$work/version.log" || { cat "$work/version.log"; exit 1; }
+done
+say "find_package(strata 0.2) and (strata 1.0) refused, as they should be"
+
 say "pkg-config build"
 pcdir=$(dirname "$(find "$prefix" -name strata.pc -print -quit)")
 export PKG_CONFIG_PATH="$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
