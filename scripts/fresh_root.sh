@@ -13,6 +13,8 @@
 #   STRATA_ROOT_CACHE (default /var/cache/strata-root): debootstrap's and apt's downloaded .debs
 #   and the compiler cache (ccache), bound into the root at /var/cache/apt/archives and
 #   /var/cache/ccache. STRATA_ROOT_NO_CCACHE=1 binds an empty one (a cold build, for timings).
+# Also bound, read-only: the machine's CUDA toolkit (STRATA_ROOT_CUDA, default /usr/local/cuda; none:
+# without) and the checkout's sibling shared/ folder when there is one.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${STRATA_ROOT_CACHE:-/var/cache/strata-root}"
@@ -68,8 +70,8 @@ create() {
 # Inside the new namespaces: mount what a machine has, then chroot and run with a clean environment
 # (kept: CI, and the OpenBLAS settings this machine's processor needs, which are not installed).
 enter() {
-  local dir="$1" src="$2" suite="$3" ccache_dir="$4"
-  shift 4
+  local dir="$1" src="$2" suite="$3" ccache_dir="$4" cuda="$5"
+  shift 5
   mount --make-rprivate /
   # The root a mount point of its own, as a machine's / is: `ip netns exec` and `ip -n` remount it
   # (mount --make-rslave /), which fails on a plain folder.
@@ -84,8 +86,19 @@ enter() {
   mount --bind "$cache/debs-$suite" "$dir/var/cache/apt/archives"
   mount --bind "$ccache_dir" "$dir/var/cache/ccache"
   mount --bind "$src" "$dir/src"
+  local path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+  if [ -n "$cuda" ]; then
+    mkdir -p "$dir/usr/local/cuda"
+    mount --bind "$cuda" "$dir/usr/local/cuda" && mount -o remount,bind,ro "$dir/usr/local/cuda"
+    path="$path:/usr/local/cuda/bin"
+  fi
+  # The checkout's sibling shared/ (third-party tools some tests use when present), read-only.
+  if [ -d "$src/../shared" ]; then
+    mkdir -p "$dir/shared"
+    mount --bind "$src/../shared" "$dir/shared" && mount -o remount,bind,ro "$dir/shared"
+  fi
   exec chroot "$dir" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PATH="$path" \
     CCACHE_DIR=/var/cache/ccache ${CI:+CI="$CI"} \
     ${OPENBLAS_CORETYPE:+OPENBLAS_CORETYPE="$OPENBLAS_CORETYPE"} ${OPENBLAS_L2_SIZE:+OPENBLAS_L2_SIZE="$OPENBLAS_L2_SIZE"} \
     bash -c 'cd /src && exec "$@"' bash "$@"
@@ -110,8 +123,13 @@ run() {
   if [ "${STRATA_ROOT_NO_CCACHE:-0}" = 1 ]; then
     ccache_dir=$(mktemp -d "$cache/ccache-cold.XXXXXX")
   fi
+  # The machine's CUDA toolkit is not a Debian package (this kind of machine, like the GPU machines,
+  # ships it in /usr/local/cuda): bound read-only so that the CUDA path builds and its tests register
+  # (they skip without a GPU). STRATA_ROOT_CUDA=none leaves it out, as on a user's fresh machine.
+  local cuda="${STRATA_ROOT_CUDA:-/usr/local/cuda}"
+  if [ "$cuda" = none ] || [ ! -x "$cuda/bin/nvcc" ]; then cuda=""; else cuda=$(realpath "$cuda"); fi
   local rc=0
-  unshare --mount --pid --fork --kill-child "$0" __enter "$dir" "$src" "$suite" "$ccache_dir" "$@" || rc=$?
+  unshare --mount --pid --fork --kill-child "$0" __enter "$dir" "$src" "$suite" "$ccache_dir" "$cuda" "$@" || rc=$?
   if [ "${STRATA_ROOT_NO_CCACHE:-0}" = 1 ]; then rm -rf "$ccache_dir"; fi
   return $rc
 }
