@@ -52,8 +52,11 @@ for build in cmake make; do
     say "$build/$prog on 2 ranks"
     # The NCCL program must load strata's libnccl.so.2 from PREFIX, found through its rpath.
     if [ "$prog" = allreduce_nccl ]; then
-      ldd "$work/$build/$prog" | grep -q "libnccl.so.2 => $prefix/" ||
-        { ldd "$work/$build/$prog"; echo "check_install: $prog does not load $prefix's libnccl.so.2" >&2; exit 1; }
+      # (ldd's output taken whole first: grep -q would stop reading early, and pipefail would
+      # count ldd's broken pipe as a failure.)
+      deps=$(ldd "$work/$build/$prog")
+      grep -q "libnccl.so.2 => $prefix/" <<<"$deps" ||
+        { echo "$deps"; echo "check_install: $prog does not load $prefix's libnccl.so.2" >&2; exit 1; }
     fi
     out=$(env -u LD_LIBRARY_PATH "$run" -n 2 -- "$work/$build/$prog")
     echo "$out"
