@@ -28,6 +28,12 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # dpkg-shlibdeps resolves the tools' and the extension's libstrata.so.0 from the build tree; the
 # dependency on libstrata0 itself comes from the component dependencies below.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR}/collectives)
+# A CUDA build's strata-train links NVIDIA's cuBLAS (the library itself links the CUDA runtime
+# statically and loads the driver at run time): NVIDIA's toolkit is no Debian package, so it is
+# searched as a private folder and not declared.
+if(STRATA_ENABLE_CUDA AND CUDAToolkit_LIBRARY_DIR)
+  list(APPEND CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CUDAToolkit_LIBRARY_DIR})
+endif()
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_GENERATE_SHLIBS ON)
 
