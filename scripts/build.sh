@@ -26,9 +26,9 @@ else
 fi
 # shellcheck disable=SC2086
 if [ "$mode" = all ] || [ ! -f build/CMakeCache.txt ]; then
-  cmake -S . -B build "${args[@]}" ${STRATA_CMAKE_ARGS:-} >build.configure.log 2>&1 || { cat build.configure.log >&2; exit 1; }
-  grep '^-- strata' build.configure.log || true
-  rm -f build.configure.log
+  mkdir -p build
+  cmake -S . -B build "${args[@]}" ${STRATA_CMAKE_ARGS:-} >build/configure.log 2>&1 || { cat build/configure.log >&2; exit 1; }
+  grep '^-- strata' build/configure.log || true
 fi
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
