@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# install_deps.sh: installs strata's build and test dependencies from Debian 12's packages, by group.
+# install_deps.sh: installs strata's build and test dependencies from Debian's packages (12; the torch
+# group also on 13), by group.
 #   scripts/install_deps.sh core   the library, strata-run and the demo (what scripts/demo.sh builds)
 #   scripts/install_deps.sh all    core + everything the full build and test suite use (default)
 #   scripts/install_deps.sh ci     all + clang for the fuzz and sanitizer stages of .ci/run
+#   scripts/install_deps.sh torch  core + PyTorch, pybind11 and GoogleTest: the PyTorch backend and its
+#                                  tests (the torch 2.x stage of .ci/run, in a Debian 13 root)
 # Complete by construction: .ci/run runs it in a fresh debootstrap root (scripts/fresh_root.sh),
 # so a package missing here fails CI. Idempotent; uses sudo when not root; --no-install-recommends,
 # so every package the build includes or runs is named here, not pulled in as a recommendation.
@@ -17,11 +20,13 @@ full=(libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox graphviz iproute2 f
       openmpi-bin libopenmpi-dev libgloo-dev python3 python3-dev python3-matplotlib
       python3-torch libtorch-dev pybind11-dev)
 ci=(clang libclang-rt-14-dev)
+torch=(libgtest-dev libgmock-dev iproute2 python3 python3-dev python3-torch libtorch-dev pybind11-dev)
 case "$group" in
   core) pkgs=("${core[@]}") ;;
   all) pkgs=("${core[@]}" "${full[@]}") ;;
   ci) pkgs=("${core[@]}" "${full[@]}" "${ci[@]}") ;;
-  *) echo "usage: $0 [core|all|ci]" >&2; exit 2 ;;
+  torch) pkgs=("${core[@]}" "${torch[@]}") ;;
+  *) echo "usage: $0 [core|all|ci|torch]" >&2; exit 2 ;;
 esac
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

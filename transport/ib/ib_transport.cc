@@ -1,6 +1,7 @@
 // ib_transport.cc: opening the rails (device ports, GID choice), the NetTransport and its factory.
 #include "transport/ib/ib_transport.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 

@@ -1,10 +1,13 @@
-// progress_queue.cc: the progress thread, held-back send/recv batches, and Work completion.
+// progress_queue.cc: the progress thread, running on the waiting thread, held-back send/recv
+// batches, coalescing blocks, and Work completion.
 #include "progress_queue.h"
 
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
 
 #include <future>
+#include <iterator>
+#include <stdexcept>
 
 namespace strata_torch {
 
@@ -26,6 +29,7 @@ bool StrataWork::isCompleted() {
 
 bool StrataWork::wait(std::chrono::milliseconds timeout) {
   startDeferred();
+  if (auto q = queue_.lock()) q->runOnCaller(this);
   return c10d::Work::wait(timeout);
 }
 
@@ -41,9 +45,14 @@ ProgressQueue::ProgressQueue(std::function<void(const std::vector<Step>&)> runGr
 
 ProgressQueue::~ProgressQueue() { shutdown(); }
 
+void ProgressQueue::refuse(const c10::intrusive_ptr<StrataWork>& work) {
+  work->complete(std::make_exception_ptr(std::runtime_error("strata: the process group was shut down")));
+}
+
 void ProgressQueue::post(Step run, c10::intrusive_ptr<StrataWork> work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return refuse(work);
     flushLocked();
     jobs_.push_back(Job{std::move(run), {std::move(work)}});
   }
@@ -52,7 +61,55 @@ void ProgressQueue::post(Step run, c10::intrusive_ptr<StrataWork> work) {
 
 void ProgressQueue::postP2P(Step issue, Step after, c10::intrusive_ptr<StrataWork> work) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (stop_) return refuse(work);
   pending_.push_back(P2P{std::move(issue), std::move(after), std::move(work)});
+}
+
+void ProgressQueue::beginBlock() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    flushLocked();
+    Job job;
+    job.kind = Job::kBlockBegin;
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void ProgressQueue::endBlock(c10::intrusive_ptr<StrataWork> work) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return refuse(work);
+    flushLocked();
+    Job job;
+    job.kind = Job::kBlockEnd;
+    job.works.push_back(std::move(work));
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void ProgressQueue::runOnCaller(const StrataWork* work) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Only when nothing runs: then no job before `work`'s has started, and the caller runs them in
+  // order, exactly as the progress thread would.
+  if (running_) return;
+  auto mine = jobs_.end();
+  for (auto it = jobs_.begin(); it != jobs_.end() && mine == jobs_.end(); ++it)
+    for (const auto& w : it->works)
+      if (w.get() == work) mine = it;
+  if (mine == jobs_.end()) return;  // done already, or held back
+  std::deque<Job> batch;
+  batch.insert(batch.end(), std::make_move_iterator(jobs_.begin()), std::make_move_iterator(std::next(mine)));
+  jobs_.erase(jobs_.begin(), std::next(mine));
+  running_ = true;
+  runner_ = std::this_thread::get_id();
+  lock.unlock();
+  for (Job& job : batch) execute(job);
+  lock.lock();
+  running_ = false;
+  lock.unlock();
+  cv_.notify_all();  // the progress thread may go on with what was queued after
 }
 
 void ProgressQueue::flushP2P() {
@@ -108,11 +165,36 @@ void ProgressQueue::shutdown() {
     flushLocked();
     stop_ = true;
   }
-  cv_.notify_one();
+  cv_.notify_all();
   if (!thread_.joinable()) return;
   // The last reference may be dropped by a future callback running on the progress thread itself.
-  if (thread_.get_id() == std::this_thread::get_id()) thread_.detach();
-  else thread_.join();
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();
+    return;
+  }
+  thread_.join();
+  // A waiting thread may still be running jobs it took (the progress thread drained the rest),
+  // unless that thread is this one (a future callback dropped the last reference).
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !running_ || runner_ == std::this_thread::get_id(); });
+}
+
+void ProgressQueue::execute(Job& job) {
+  std::exception_ptr error;
+  if (job.kind == Job::kBlockBegin) {
+    blockError_ = nullptr;
+  } else if (job.kind == Job::kBlockEnd) {
+    error = blockError_;
+    blockError_ = nullptr;
+  } else {
+    try {
+      job.run();
+    } catch (...) {
+      error = std::current_exception();
+      if (!blockError_) blockError_ = error;
+    }
+  }
+  for (auto& w : job.works) w->complete(error);
 }
 
 void ProgressQueue::loop() {
@@ -120,18 +202,19 @@ void ProgressQueue::loop() {
     Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      cv_.wait(lock, [&] { return !running_ && (stop_ || !jobs_.empty()); });
       if (jobs_.empty()) return;  // stopped and drained
       job = std::move(jobs_.front());
       jobs_.pop_front();
+      running_ = true;
+      runner_ = std::this_thread::get_id();
     }
-    std::exception_ptr error;
-    try {
-      job.run();
-    } catch (...) {
-      error = std::current_exception();
+    execute(job);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
     }
-    for (auto& w : job.works) w->complete(error);
+    cv_.notify_all();  // a shutdown may wait for running_ to clear
   }
 }
 

@@ -1,6 +1,8 @@
 // tensor_types.cc: dtype and reduction mapping between torch and strata, and tensor checks.
 #include "tensor_types.h"
 
+#include "torch_compat.h"
+
 #include <stdexcept>
 
 namespace strata_torch {
@@ -87,7 +89,7 @@ Reduction planReduction(const at::Tensor& t, const c10d::ReduceOp& op, const cha
       if (isBool || isInteger) unsupported(what, t, "PREMUL_SUM needs a floating-point tensor");
       auto* sup = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
       if (!sup) unsupported(what, t, "PREMUL_SUM without its factor");
-      r.premulFactor = sup->tensor_factors.empty() ? sup->double_factor : sup->tensor_factors[0].item<double>();
+      r.premulFactor = premulFactor(*sup);
       r.premul = true;
       r.op = strataSum;
       break;

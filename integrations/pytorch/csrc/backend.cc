@@ -1,12 +1,13 @@
-// process_group.cc: ProcessGroupStrata. Each operation checks its tensors on the calling thread
+// backend.cc: StrataBackend. Each operation checks its tensors on the calling thread
 // (so a bad call raises at once, naming what was wrong), makes contiguous staging only where a
 // tensor is not contiguous, and queues one step that calls strata on the progress thread. Data
 // that is only moved (broadcast, gathers, all-to-all, send/recv) travels as bytes, so every
 // dtype works; reductions map dtypes and ops in tensor_types.cc.
 #include <Python.h>  // first, as Python asks: the destructor lets go of the GIL
 
-#include "process_group.h"
+#include "backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -52,9 +53,9 @@ at::Tensor block(const at::Tensor& buf, int64_t i, const at::Tensor& like) {
 
 }  // namespace
 
-ProcessGroupStrata::ProcessGroupStrata(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+StrataBackend::StrataBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                        std::chrono::milliseconds timeout)
-    : ProcessGroup(rank, size), store_(store), timeout_(timeout) {
+    : BackendBase(rank, size), store_(store), timeout_(timeout) {
   strataUniqueId id;
   if (rank == 0) {
     check(strataGetUniqueId(&id), "init");
@@ -93,21 +94,40 @@ ProcessGroupStrata::ProcessGroupStrata(const c10::intrusive_ptr<c10d::Store>& st
     if (rc != strataSuccess) throw std::runtime_error("strata init (rank " + std::to_string(rank) + " of " +
                                                       std::to_string(size) + "): " + lastError(rc, nullptr));
   });
+  setSequenceNumberForGroup();
 }
 
-ProcessGroupStrata::~ProcessGroupStrata() {
+StrataBackend::~StrataBackend() { close(false); }
+
+void StrataBackend::close(bool abort) {
+  std::lock_guard<std::mutex> lock(closeMu_);
+  if (!comm_) return;
+  closed_.store(true);
   // Python drops the group with the GIL held; the progress thread may need the GIL to release the
   // last reference to a tensor it ran on. Let go of it while the queue drains.
   PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+  // Abort: stop the calls running now (thread-safe); what is queued then fails at once.
+  if (abort) strataCommRevoke(comm_, STRATA_REVOKE_DEFAULT);
   queue_->shutdown();
   strataResult_t async = strataSuccess;
   strataCommGetAsyncError(comm_, &async);
-  if (async != strataSuccess) strataCommAbort(comm_);
+  if (abort || async != strataSuccess) strataCommAbort(comm_);
   else strataCommDestroy(comm_);
+  comm_ = nullptr;
   if (saved) PyEval_RestoreThread(saved);
 }
 
-void ProcessGroupStrata::check(strataResult_t rc, const char* what) const {
+void StrataBackend::shutdown() { close(false); }
+
+void StrataBackend::abort() { close(true); }
+
+void StrataBackend::checkOpen(const char* what) const {
+  if (closed_.load())
+    throw std::runtime_error(std::string("strata ") + what + " on rank " + std::to_string(rank_) +
+                             ": the process group was shut down or aborted");
+}
+
+void StrataBackend::check(strataResult_t rc, const char* what) const {
   if (rc == strataSuccess) return;
   if (rc == strataTimeout)  // worded as Gloo's and NCCL's timeouts are, which callers match on
     throw std::runtime_error(std::string("strata ") + what + " on rank " + std::to_string(rank_) +
@@ -117,13 +137,13 @@ void ProcessGroupStrata::check(strataResult_t rc, const char* what) const {
                            lastError(rc, comm_));
 }
 
-void ProcessGroupStrata::checkRoot(int64_t root, const char* what) const {
+void StrataBackend::checkRoot(int64_t root, const char* what) const {
   if (root < 0 || root >= size_)
     throw std::invalid_argument(std::string("strata ") + what + ": root rank " + std::to_string(root) +
                                 " is outside the group of " + std::to_string(size_) + " ranks");
 }
 
-void ProcessGroupStrata::checkPeer(int peer, const char* what) const {
+void StrataBackend::checkPeer(int peer, const char* what) const {
   if (peer < 0 || peer >= size_)
     throw std::invalid_argument(std::string("strata ") + what + ": peer rank " + std::to_string(peer) +
                                 " is outside the group of " + std::to_string(size_) + " ranks");
@@ -132,15 +152,16 @@ void ProcessGroupStrata::checkPeer(int peer, const char* what) const {
                                 " is this rank");
 }
 
-c10::intrusive_ptr<StrataWork> ProcessGroupStrata::makeWork(c10d::OpType type, const char* title,
+c10::intrusive_ptr<StrataWork> StrataBackend::makeWork(c10d::OpType type, const char* title,
                                                             std::vector<at::Tensor> outputs,
                                                             const std::vector<at::Tensor>& inputs) {
-  if (sequenceNum_) sequenceNum_->increment();
+  checkOpen(title + std::strlen("strata:"));
+  if (seqSet_.load()) seq_.fetch_add(1);
   return c10::make_intrusive<StrataWork>(rank_, type, title, std::move(outputs),
                                          c10::optional<std::vector<at::Tensor>>(inputs), queue_);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::enqueue(c10d::OpType type, const char* title,
+c10::intrusive_ptr<c10d::Work> StrataBackend::enqueue(c10d::OpType type, const char* title,
                                                            std::vector<at::Tensor> outputs,
                                                            const std::vector<at::Tensor>& inputs,
                                                            ProgressQueue::Step run) {
@@ -151,7 +172,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::enqueue(c10d::OpType type, co
 
 // ---- reductions ----
 
-void ProcessGroupStrata::runReduction(at::Tensor buf, const Reduction& r, int root, const char* what) {
+void StrataBackend::runReduction(at::Tensor buf, const Reduction& r, int root, const char* what) {
   if (r.count == 0) return;
   const bool toAll = root < 0;
   if (r.bitwise) {
@@ -176,7 +197,7 @@ void ProcessGroupStrata::runReduction(at::Tensor buf, const Reduction& r, int ro
   check(rc, what);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allreduce(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> StrataBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                              const c10d::AllreduceOptions& opts) {
   checkCount(tensors, 1, "all_reduce", "");
   checkCpuDense(tensors[0], "all_reduce");
@@ -188,7 +209,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allreduce(std::vector<at::Ten
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> StrataBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                        const c10d::AllreduceCoalescedOptions& opts) {
   if (tensors.empty()) throw std::invalid_argument("strata all_reduce_coalesced: no tensors");
   checkCpuDense(tensors[0], "all_reduce_coalesced");
@@ -212,7 +233,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allreduce_coalesced(std::vect
                  });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::reduce(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> StrataBackend::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
   checkCount(tensors, 1, "reduce", "");
   checkCpuDense(tensors[0], "reduce");
@@ -227,7 +248,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::reduce(std::vector<at::Tensor
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::reduce_scatter(std::vector<at::Tensor>& outputs,
+c10::intrusive_ptr<c10d::Work> StrataBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                                   std::vector<std::vector<at::Tensor>>& inputs,
                                                                   const c10d::ReduceScatterOptions& opts) {
   checkCount(outputs, 1, "reduce_scatter", "output");
@@ -239,37 +260,42 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::reduce_scatter(std::vector<at
   return _reduce_scatter_base(outputs[0], flat, opts);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                                                        const c10d::ReduceScatterOptions& opts) {
-  checkCpuDense(output, "reduce_scatter");
-  checkCpuDense(input, "reduce_scatter");
+ProgressQueue::Step StrataBackend::reduceScatterStep(at::Tensor& output, at::Tensor& input,
+                                                     const c10d::ReduceScatterOptions& opts, const char* what) {
+  checkCpuDense(output, what);
+  checkCpuDense(input, what);
   if (input.scalar_type() != output.scalar_type() || input.numel() != output.numel() * size_)
-    throw std::invalid_argument("strata reduce_scatter: the input must have the output's dtype and " +
+    throw std::invalid_argument(std::string("strata ") + what + ": the input must have the output's dtype and " +
                                 std::to_string(size_) + " times its elements (" + std::to_string(output.numel()) +
                                 " x " + std::to_string(size_) + "), got " + std::to_string(input.numel()) + " " +
                                 c10::toString(input.scalar_type()));
   at::Tensor out = output, in = staging(input), buf = staging(output);
-  const Reduction r = planReduction(buf, opts.reduceOp, "reduce_scatter");
-  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "strata:reduce_scatter", {output}, {input},
-                 [this, out, in, buf, r]() mutable {
+  const Reduction r = planReduction(buf, opts.reduceOp, what);
+  return [this, out, in, buf, r, what]() mutable {
                    if (r.bitwise || r.premul) {
                      // Rare paths: reduce everything, keep this rank's block.
                      at::Tensor all = in.clone();
                      Reduction whole = r;
                      whole.count = r.count * size_;
-                     runReduction(all, whole, -1, "reduce_scatter");
+                     runReduction(all, whole, -1, what);
                      buf.view({-1}).copy_(all.view({-1}).narrow(0, rank_ * buf.numel(), buf.numel()));
                    } else if (r.count > 0) {
                      check(strataReduceScatter(in.data_ptr(), buf.data_ptr(), r.count, r.dtype, r.op, comm_),
-                           "reduce_scatter");
+                           what);
                    }
                    copyBack(out, buf);
-                 });
+  };
+}
+
+c10::intrusive_ptr<c10d::Work> StrataBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                   const c10d::ReduceScatterOptions& opts) {
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "strata:reduce_scatter_tensor", {output}, {input},
+                 reduceScatterStep(output, input, opts, "reduce_scatter_tensor"));
 }
 
 // ---- data movement ----
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::broadcast(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> StrataBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                              const c10d::BroadcastOptions& opts) {
   checkCount(tensors, 1, "broadcast", "");
   checkCpuDense(tensors[0], "broadcast");
@@ -283,7 +309,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::broadcast(std::vector<at::Ten
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+c10::intrusive_ptr<c10d::Work> StrataBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                              std::vector<at::Tensor>& inputs,
                                                              const c10d::AllgatherOptions& opts) {
   checkCount(inputs, 1, "all_gather", "input");
@@ -300,25 +326,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allgather(std::vector<std::ve
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::_allgather_base(at::Tensor& output, at::Tensor& input,
-                                                                   const c10d::AllgatherOptions& opts) {
-  checkCpuDense(output, "all_gather_into_tensor");
-  checkCpuDense(input, "all_gather_into_tensor");
+ProgressQueue::Step StrataBackend::allGatherIntoStep(at::Tensor& output, at::Tensor& input, const char* what) {
+  checkCpuDense(output, what);
+  checkCpuDense(input, what);
   if (input.scalar_type() != output.scalar_type() || output.numel() != input.numel() * size_)
-    throw std::invalid_argument("strata all_gather_into_tensor: the output must have the input's dtype and " +
+    throw std::invalid_argument(std::string("strata ") + what + ": the output must have the input's dtype and " +
                                 std::to_string(size_) + " times its elements (" + std::to_string(input.numel()) +
                                 " x " + std::to_string(size_) + "), got " + std::to_string(output.numel()) + " " +
                                 c10::toString(output.scalar_type()));
   at::Tensor out = output, in = staging(input), buf = staging(output);
-  return enqueue(c10d::OpType::_ALLGATHER_BASE, "strata:all_gather_into_tensor", {output}, {input},
-                 [this, out, in, buf]() mutable {
-                   check(strataAllGather(in.data_ptr(), buf.data_ptr(), nbytes(in), strataUint8, comm_),
-                         "all_gather_into_tensor");
-                   copyBack(out, buf);
-                 });
+  return [this, out, in, buf, what]() mutable {
+    check(strataAllGather(in.data_ptr(), buf.data_ptr(), nbytes(in), strataUint8, comm_), what);
+    copyBack(out, buf);
+  };
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allgather_coalesced(
+c10::intrusive_ptr<c10d::Work> StrataBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                              const c10d::AllgatherOptions& opts) {
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, "strata:all_gather_into_tensor", {output}, {input},
+                 allGatherIntoStep(output, input, "all_gather_into_tensor"));
+}
+
+c10::intrusive_ptr<c10d::Work> StrataBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   // outputLists[r][i] receives rank r's inputs[i].
@@ -365,7 +394,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allgather_coalesced(
                  });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::gather(std::vector<std::vector<at::Tensor>>& outputs,
+c10::intrusive_ptr<c10d::Work> StrataBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::GatherOptions& opts) {
   checkRoot(opts.rootRank, "gather");
@@ -391,7 +420,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::gather(std::vector<std::vecto
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::scatter(std::vector<at::Tensor>& outputs,
+c10::intrusive_ptr<c10d::Work> StrataBackend::scatter(std::vector<at::Tensor>& outputs,
                                                            std::vector<std::vector<at::Tensor>>& inputs,
                                                            const c10d::ScatterOptions& opts) {
   checkRoot(opts.rootRank, "scatter");
@@ -419,7 +448,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::scatter(std::vector<at::Tenso
   });
 }
 
-void ProcessGroupStrata::exchangeWithPeers(const std::vector<Block>& sends, const std::vector<Block>& recvs,
+void StrataBackend::exchangeWithPeers(const std::vector<Block>& sends, const std::vector<Block>& recvs,
                                            const char* what) {
   check(strataGroupStart(), what);
   strataResult_t rc = strataSuccess;
@@ -432,7 +461,7 @@ void ProcessGroupStrata::exchangeWithPeers(const std::vector<Block>& sends, cons
   check(rc != strataSuccess ? rc : end, what);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::alltoall_base(at::Tensor& output, at::Tensor& input,
+c10::intrusive_ptr<c10d::Work> StrataBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                                  std::vector<int64_t>& outputSplits,
                                                                  std::vector<int64_t>& inputSplits,
                                                                  const c10d::AllToAllOptions& opts) {
@@ -505,7 +534,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::alltoall_base(at::Tensor& out
                  });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::alltoall(std::vector<at::Tensor>& outputs,
+c10::intrusive_ptr<c10d::Work> StrataBackend::alltoall(std::vector<at::Tensor>& outputs,
                                                             std::vector<at::Tensor>& inputs,
                                                             const c10d::AllToAllOptions& opts) {
   checkCount(outputs, static_cast<size_t>(size_), "all_to_all", "output");
@@ -534,7 +563,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::alltoall(std::vector<at::Tens
 
 // ---- point to point ----
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
+c10::intrusive_ptr<c10d::Work> StrataBackend::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
   checkCount(tensors, 1, "send", "");
   checkCpuDense(tensors[0], "send");
   checkPeer(dstRank, "send");
@@ -548,7 +577,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::send(std::vector<at::Tensor>&
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
+c10::intrusive_ptr<c10d::Work> StrataBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
   checkCount(tensors, 1, "recv", "");
   checkCpuDense(tensors[0], "recv");
   checkPeer(srcRank, "recv");
@@ -563,40 +592,119 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::recv(std::vector<at::Tensor>&
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+c10::intrusive_ptr<c10d::Work> StrataBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   throw std::invalid_argument("strata recv: receiving from any source is not supported; pass the source rank");
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::barrier(const c10d::BarrierOptions& opts) {
+c10::intrusive_ptr<c10d::Work> StrataBackend::barrier(const c10d::BarrierOptions& opts) {
   return enqueue(c10d::OpType::BARRIER, "strata:barrier", {}, {}, [this] { check(strataBarrier(comm_), "barrier"); });
 }
 
+// ---- PyTorch 2.x: coalesced tensor collectives, coalescing, split ----
+
+#if STRATA_TORCH_BACKEND
+namespace {
+
+/// One step that runs `steps` in order.
+ProgressQueue::Step inOrder(std::vector<ProgressQueue::Step> steps) {
+  return [steps = std::move(steps)] {
+    for (const auto& s : steps) s();
+  };
+}
+
+void checkPairs(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs, const char* what) {
+  if (outputs.size() != inputs.size())
+    throw std::invalid_argument(std::string("strata ") + what + ": " + std::to_string(outputs.size()) +
+                                " outputs for " + std::to_string(inputs.size()) + " inputs");
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> StrataBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                              std::vector<at::Tensor>& inputs,
+                                                                              const c10d::AllgatherOptions& opts) {
+  checkPairs(outputs, inputs, "all_gather_into_tensor_coalesced");
+  std::vector<ProgressQueue::Step> steps;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    steps.push_back(allGatherIntoStep(outputs[i], inputs[i], "all_gather_into_tensor_coalesced"));
+  return enqueue(c10d::OpType::COALESCED, "strata:all_gather_into_tensor_coalesced", outputs, inputs,
+                 inOrder(std::move(steps)));
+}
+
+c10::intrusive_ptr<c10d::Work> StrataBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                              std::vector<at::Tensor>& inputs,
+                                                                              const c10d::ReduceScatterOptions& opts) {
+  checkPairs(outputs, inputs, "reduce_scatter_tensor_coalesced");
+  std::vector<ProgressQueue::Step> steps;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    steps.push_back(reduceScatterStep(outputs[i], inputs[i], opts, "reduce_scatter_tensor_coalesced"));
+  return enqueue(c10d::OpType::COALESCED, "strata:reduce_scatter_tensor_coalesced", outputs, inputs,
+                 inOrder(std::move(steps)));
+}
+
+void StrataBackend::startCoalescing() {
+  checkOpen("start_coalescing");
+  if (coalescing_.exchange(true))
+    throw std::runtime_error("strata start_coalescing: this group is already coalescing (nested _coalescing_manager)");
+  queue_->beginBlock();
+}
+
+c10::intrusive_ptr<c10d::Work> StrataBackend::endCoalescing() {
+  if (!coalescing_.exchange(false))
+    throw std::runtime_error("strata end_coalescing: start_coalescing was not called");
+  // Every operation of the block is queued already and the queue runs in order: a Work queued now
+  // completes after all of them, with the first error among them.
+  auto work = makeWork(c10d::OpType::COALESCED, "strata:coalesced", {}, {});
+  queue_->endBlock(work);
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Backend> StrataBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                       const std::vector<int>& ranks,
+                                                       const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
+  checkOpen("split");
+  const auto me = std::find(ranks.begin(), ranks.end(), rank_);
+  if (me == ranks.end()) return nullptr;  // not a member: no backend, as NCCL's split answers
+  for (int r : ranks)
+    if (r < 0 || r >= size_)
+      throw std::invalid_argument("strata split: rank " + std::to_string(r) + " is outside the group of " +
+                                  std::to_string(size_));
+  // Each subgroup joins as new_group's do, through the store torch made for it: a collective
+  // strataCommSplit would need every parent rank, and split_group is called by members only.
+  const auto timeout = opts ? opts->timeout : timeout_;
+  auto child = c10::make_intrusive<StrataBackend>(store, static_cast<int>(me - ranks.begin()),
+                                                  static_cast<int>(ranks.size()), timeout);
+  return child;
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> StrataBackend::getBackendOptions() {
+  return c10::make_intrusive<c10d::Backend::Options>("strata", timeout_);
+}
+#endif
+
 // ---- sequence numbers (as Gloo keeps them: rank 0 picks a start, the store shares it) ----
 
-void ProcessGroupStrata::setSequenceNumberForGroup() {
+void StrataBackend::setSequenceNumberForGroup() {
+  if (seqSet_.load()) return;  // set once, at construction: a second start would differ between ranks
+  uint64_t start = 0;
   if (rank_ == 0) {
-    const uint64_t start = 1 + (static_cast<uint64_t>(std::random_device{}()) << 16);
-    sequenceNum_ = c10d::SequenceNum(start);
+    start = 1 + (static_cast<uint64_t>(std::random_device{}()) << 16);
     std::vector<uint8_t> v(sizeof start);
     std::memcpy(v.data(), &start, sizeof start);
     store_->set(c10d::kSeqNumStoreKey, v);
   } else {
     const std::vector<uint8_t> v = store_->get(c10d::kSeqNumStoreKey);
-    uint64_t start = 0;
     std::memcpy(&start, v.data(), std::min(v.size(), sizeof start));
-    sequenceNum_ = c10d::SequenceNum(start);
   }
+  seq_.store(start);
+  seqSet_.store(true);
 }
 
-uint64_t ProcessGroupStrata::getSequenceNumberForGroup() {
-  if (!sequenceNum_) return 0;
-  return sequenceNum_->get();
-}
+uint64_t StrataBackend::getSequenceNumberForGroup() { return seqSet_.load() ? seq_.load() : 0; }
 
-c10::intrusive_ptr<c10d::ProcessGroup> createProcessGroupStrata(const c10::intrusive_ptr<c10d::Store>& store,
-                                                               int rank, int size,
-                                                               const std::chrono::duration<float>& timeout) {
-  return c10::make_intrusive<ProcessGroupStrata>(store, rank, size,
+c10::intrusive_ptr<BackendBase> createStrataBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                    const std::chrono::duration<float>& timeout) {
+  return c10::make_intrusive<StrataBackend>(store, rank, size,
                                                  std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
 }
 
