@@ -6,6 +6,12 @@
 #                                                  run CMD in DIR as root, in /src (PATH bound there;
 #                                                  default: this checkout), with /proc, /sys, /dev,
 #                                                  /dev/shm, /run and /tmp of its own
+#   scripts/fresh_root.sh prepared DIR SUITE GROUP a SUITE root with `install_deps.sh GROUP` installed,
+#                                                  unpacked from a saved copy made by the same
+#                                                  install_deps.sh for SUITE and GROUP, or made (and
+#                                                  saved) when there is none: a stage that tests on
+#                                                  another Debian reuses its root until the package
+#                                                  list changes
 #   scripts/fresh_root.sh remove DIR               delete DIR (it holds no mounts once run returns)
 # Each run is a private mount and PID namespace (unshare): its mounts and every process it started
 # are gone when it returns, also on failure or a kill. Shared between roots, so that a second root
@@ -134,6 +140,26 @@ run() {
   return $rc
 }
 
+prepared() {
+  local dir="$1" suite="$2" group="$3"
+  [ ! -e "$dir" ] || die "$dir exists; remove it first"
+  local key saved
+  key=$( { echo "$suite $group"; cat "$here/scripts/install_deps.sh"; } | sha256sum | cut -c1-16)
+  saved="$cache/roots/$suite-$group-$key.tar"
+  if [ -f "$saved" ]; then
+    mkdir -p "$dir"
+    tar -C "$dir" -xf "$saved"
+    echo "fresh_root.sh: $suite root with '$group' unpacked from $(basename "$saved")"
+    return
+  fi
+  create "$dir" "$suite"
+  run "$dir" -- scripts/install_deps.sh "$group"
+  mkdir -p "$cache/roots"
+  rm -f "$cache/roots/$suite-$group-"*.tar  # older package lists
+  tar -C "$dir" -cf "$saved.tmp" . && mv "$saved.tmp" "$saved"
+  echo "fresh_root.sh: $suite root with '$group' saved as $(basename "$saved")"
+}
+
 remove() {
   local dir="$1"
   [ -d "$dir" ] || return 0
@@ -147,7 +173,8 @@ shift || true
 case "$cmd" in
   create) [ $# -ge 1 ] || die "usage: create DIR [SUITE]"; create "$@" ;;
   run) [ $# -ge 1 ] || die "usage: run DIR [--src PATH] -- CMD..."; run "$@" ;;
+  prepared) [ $# -eq 3 ] || die "usage: prepared DIR SUITE GROUP"; prepared "$@" ;;
   remove) [ $# -ge 1 ] || die "usage: remove DIR"; remove "$1" ;;
   __enter) enter "$@" ;;
-  *) die "usage: $0 create DIR [SUITE] | run DIR [--src PATH] -- CMD... | remove DIR" ;;
+  *) die "usage: $0 create DIR [SUITE] | run DIR [--src PATH] -- CMD... | prepared DIR SUITE GROUP | remove DIR" ;;
 esac

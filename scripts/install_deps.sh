@@ -20,7 +20,7 @@ full=(libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox graphviz iproute2 f
       openmpi-bin libopenmpi-dev libgloo-dev python3 python3-dev python3-matplotlib
       python3-torch libtorch-dev pybind11-dev)
 ci=(clang libclang-rt-14-dev)
-torch=(libgtest-dev libgmock-dev iproute2 python3 python3-dev python3-torch libtorch-dev pybind11-dev)
+torch=(libgtest-dev libgmock-dev iproute2 python3 python3-dev python3-setuptools python3-torch libtorch-dev pybind11-dev)
 case "$group" in
   core) pkgs=("${core[@]}") ;;
   all) pkgs=("${core[@]}" "${full[@]}") ;;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh: trains the DDP example for 100 steps with gloo and with strata under torchrun and
+# run.sh: trains the DDP example for 100 steps with gloo and with strata (torchrun's way) and
 # compares them: the largest loss difference (the first 20 steps must agree to float rounding) and
 # the step-time ratio.
 #   examples/torch_ddp/run.sh [nproc=2] [build dir=build]
@@ -11,12 +11,12 @@ export PYTHONPATH="$build/integrations/pytorch${PYTHONPATH:+:$PYTHONPATH}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
-# torchrun (torch.distributed.run). Debian's PyTorch 1.13 under Python 3.11 cannot parse the default
-# "--redirects 0" (IntFlag no longer iterates the zero member), so stdout is teed through a log dir.
+# The ranks start as torchrun starts them (env://), through examples/torch_launch.py: Debian 13's
+# torch 2.6 lacks the libuv its torchrun insists on, and Debian 12's torchrun 1.13 cannot parse its
+# own default "--redirects 0" under Python 3.11.
+export USE_LIBUV="${USE_LIBUV:-0}"
 for b in gloo strata; do
-  /usr/bin/python3 -m torch.distributed.run --nproc_per_node "$nproc" --master_port "$((29400 + RANDOM % 1000))" \
-    --redirects 1 --tee 1 --log_dir "$out/logs-$b" \
-    "$here/ddp_train.py" --backend "$b" --out "$out/$b.txt" 2>&1 | grep -v -E "^(WARNING|\*+|Setting OMP)" || true
+  /usr/bin/python3 "$here/../torch_launch.py" --nproc "$nproc" "$here/ddp_train.py" --backend "$b" --out "$out/$b.txt"
   test -s "$out/$b.txt" || { echo "run.sh: the $b run wrote no losses" >&2; exit 1; }
 done
 /usr/bin/python3 - "$out/gloo.txt" "$out/strata.txt" <<'PY'

@@ -33,10 +33,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def _entry(rank, n, fn, init, timeout_s, errq):
+def _entry(rank, n, fn, init, timeout_s, errq, backend):
     faulthandler.dump_traceback_later(150, exit=True)  # a hung rank prints where it hangs
     try:
-        dist.init_process_group("strata", init_method=init, rank=rank, world_size=n,
+        dist.init_process_group(backend, init_method=init, rank=rank, world_size=n,
                                 timeout=datetime.timedelta(seconds=timeout_s))
         fn(rank, n)
         dist.destroy_process_group()
@@ -46,13 +46,13 @@ def _entry(rank, n, fn, init, timeout_s, errq):
         os._exit(1)
 
 
-def spawn(fn, n, init=None, timeout_s=60):
+def spawn(fn, n, init=None, timeout_s=60, backend="strata"):
     """Runs fn(rank, n) on n processes; raises with every failing rank's traceback."""
     ctx = mp.get_context("spawn")
     errq = ctx.SimpleQueue()
     tmp = tempfile.mkdtemp(prefix="strata-torch-test-")
     init = init or f"file://{tmp}/rendezvous"
-    procs = [ctx.Process(target=_entry, args=(r, n, fn, init, timeout_s, errq)) for r in range(n)]
+    procs = [ctx.Process(target=_entry, args=(r, n, fn, init, timeout_s, errq, backend)) for r in range(n)]
     for p in procs:
         p.start()
     for p in procs:
