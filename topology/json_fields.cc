@@ -3,6 +3,7 @@
 #include "topology/json_fields.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in format.h before fmt 11)
 
 #include <algorithm>
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include "topology/topo_file.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in format.h before fmt 11)
 
 #include <cerrno>
 #include <cmath>

@@ -4,6 +4,7 @@
 #include "topology/topo_print.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in format.h before fmt 11)
 
 #include <map>
 

@@ -9,6 +9,9 @@ torch.distributed backend, and writes one line per step: `<step> <global mean lo
 Modes:
   fsdp   FullyShardedDataParallel (FSDP1, device_id=cpu, FULL_SHARD) over every rank: parameters
          all-gathered per layer, gradients reduce-scattered.
+  fsdp2  FSDP2's fully_shard per block and on the root, over a 1-D DeviceMesh (needs a torch
+         whose FSDP2 runs on CPU: 2.6's fails with gloo too, "'Stream' object has no attribute
+         'record_event'"; 2.14 runs it).
   tp     DTensor tensor parallelism over every rank (init_device_mesh("cpu", (n,))): attention
          q/k/v and the MLP's first layer column-wise, their output layers row-wise
          (parallelize_module); every rank sees the same batch.
@@ -89,7 +92,7 @@ def local(t):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", choices=["fsdp", "tp", "dp_tp"], required=True)
+    p.add_argument("--mode", choices=["fsdp", "fsdp2", "tp", "dp_tp"], required=True)
     p.add_argument("--backend", default="strata")
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--vocab", type=int, default=256)
@@ -113,6 +116,16 @@ def main():
         from torch.distributed.fsdp import ShardingStrategy
         model = FSDP(model, device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD,
                      auto_wrap_policy=lambda module, recurse, nonwrapped_numel: recurse or isinstance(module, Block))
+    elif a.mode == "fsdp2":
+        from torch.distributed.device_mesh import init_device_mesh
+        try:
+            from torch.distributed.fsdp import fully_shard
+        except ImportError:  # 2.4-2.5
+            from torch.distributed._composable.fsdp import fully_shard
+        mesh = init_device_mesh("cpu", (n,))
+        for blk in model.blocks:
+            fully_shard(blk, mesh=mesh)
+        fully_shard(model, mesh=mesh)
     else:
         from torch.distributed.device_mesh import init_device_mesh
         if a.mode == "tp":
