@@ -51,6 +51,8 @@ def main():
         g = loss.detach().clone()
         dist.all_reduce(g)  # the global mean loss, for the log
         lines.append(f"{step} {g.item() / n:.9g} {dt:.6f}")
+    dist.barrier()
+    dist.destroy_process_group()  # together, before rank 0 writes (see perf/torch/allreduce_bench.py)
     if rank == 0:
         params = sum(p.numel() for p in model.parameters())
         print(f"{a.backend}: {n} ranks, {params / 1e6:.2f} M parameters, final loss {lines[-1].split()[1]}, "
@@ -58,7 +60,6 @@ def main():
         if a.out:
             with open(a.out, "w") as f:
                 f.write("\n".join(lines) + "\n")
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

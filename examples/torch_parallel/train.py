@@ -159,6 +159,8 @@ def main():
         g = loss.detach().clone()
         dist.all_reduce(g)  # the global mean loss, for the log (tp ranks hold the same loss)
         lines.append(f"{step} {g.item() / n:.9g} {dt:.6f}")
+    dist.barrier()
+    dist.destroy_process_group()  # together, before rank 0 writes (see perf/torch/allreduce_bench.py)
     if rank == 0:
         params = sum(p.numel() for p in Transformer(a.vocab, a.dim, a.heads, a.layers, a.seq).parameters())
         med = sorted(float(l.split()[2]) for l in lines)[len(lines) // 2]
@@ -167,7 +169,6 @@ def main():
         if a.out:
             with open(a.out, "w") as f:
                 f.write("\n".join(lines) + "\n")
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,10 @@ rank's), busbw, strata's speedup over gloo and its overhead over the native API.
 """
 import argparse
 import datetime
+import faulthandler
 import os
+import signal
+import sys
 import tempfile
 import time
 
@@ -40,6 +43,7 @@ def timed(fn, iters):
 
 
 def worker(rank, n, backend, init, args, q):
+    faulthandler.register(signal.SIGUSR1)  # kill -USR1 <rank> prints where it is
     if backend == "strata":
         import strata_torch  # noqa: F401
     torch.set_num_threads(1)
@@ -64,6 +68,7 @@ def worker(rank, n, backend, init, args, q):
         rows.append(res)
     if rank == 0:
         q.put((backend, rows))
+    dist.barrier()
     dist.destroy_process_group()
 
 
@@ -74,11 +79,22 @@ def run(backend, args):
     procs = [ctx.Process(target=worker, args=(r, args.ranks, backend, init, args, q)) for r in range(args.ranks)]
     for p in procs:
         p.start()
+    # Rank 0's rows first: a rank that hangs on its way out (torch 2.6's Gloo, at random, after
+    # destroy_process_group) must not hold up results already delivered.
+    while q.empty():
+        bad = [p.exitcode for p in procs if p.exitcode]
+        if bad or all(p.exitcode is not None for p in procs) and q.empty():
+            for p in procs:
+                p.kill()
+            raise SystemExit(f"{backend}: a rank exited with {bad[0] if bad else 0} before reporting")
+        time.sleep(0.05)
+    rows = q.get()[1]
     for p in procs:
-        p.join()
-        if p.exitcode:
-            raise SystemExit(f"{backend}: a rank exited with {p.exitcode}")
-    return q.get()[1]
+        p.join(30)
+        if p.is_alive():
+            print(f"# {backend}: a rank had not exited 30 s after reporting; stopped", file=sys.stderr)
+            p.kill()
+    return rows
 
 
 def fmt_size(b):

@@ -272,18 +272,18 @@ ProgressQueue::Step StrataBackend::reduceScatterStep(at::Tensor& output, at::Ten
   at::Tensor out = output, in = staging(input), buf = staging(output);
   const Reduction r = planReduction(buf, opts.reduceOp, what);
   return [this, out, in, buf, r, what]() mutable {
-                   if (r.bitwise || r.premul) {
-                     // Rare paths: reduce everything, keep this rank's block.
-                     at::Tensor all = in.clone();
-                     Reduction whole = r;
-                     whole.count = r.count * size_;
-                     runReduction(all, whole, -1, what);
-                     buf.view({-1}).copy_(all.view({-1}).narrow(0, rank_ * buf.numel(), buf.numel()));
-                   } else if (r.count > 0) {
-                     check(strataReduceScatter(in.data_ptr(), buf.data_ptr(), r.count, r.dtype, r.op, comm_),
-                           what);
-                   }
-                   copyBack(out, buf);
+    if (r.bitwise || r.premul) {
+      // Rare paths: reduce everything, keep this rank's block.
+      at::Tensor all = in.clone();
+      Reduction whole = r;
+      whole.count = r.count * size_;
+      runReduction(all, whole, -1, what);
+      buf.view({-1}).copy_(all.view({-1}).narrow(0, rank_ * buf.numel(), buf.numel()));
+    } else if (r.count > 0) {
+      check(strataReduceScatter(in.data_ptr(), buf.data_ptr(), r.count, r.dtype, r.op, comm_),
+            what);
+    }
+    copyBack(out, buf);
   };
 }
 
