@@ -28,7 +28,7 @@ def free_port():
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--nproc", type=int, required=True)
-    p.add_argument("--timeout", type=float, default=900, help="seconds before every rank is stopped")
+    p.add_argument("--timeout", type=float, default=600, help="seconds before every rank is stopped")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args()

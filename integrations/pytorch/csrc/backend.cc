@@ -94,6 +94,7 @@ StrataBackend::StrataBackend(const c10::intrusive_ptr<c10d::Store>& store, int r
     if (rc != strataSuccess) throw std::runtime_error("strata init (rank " + std::to_string(rank) + " of " +
                                                       std::to_string(size) + "): " + lastError(rc, nullptr));
   });
+  queue_->adoptBinding();
   setSequenceNumberForGroup();
 }
 

@@ -5,6 +5,8 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
 
+#include <pthread.h>
+
 #include <future>
 #include <iterator>
 #include <stdexcept>
@@ -104,8 +106,16 @@ void ProgressQueue::runOnCaller(const StrataWork* work) {
   jobs_.erase(jobs_.begin(), std::next(mine));
   running_ = true;
   runner_ = std::this_thread::get_id();
+  const bool pin = pinCaller_;
   lock.unlock();
+  cpu_set_t own;
+  if (pin && pthread_getaffinity_np(pthread_self(), sizeof own, &own) == 0) {
+    pthread_setaffinity_np(pthread_self(), sizeof runCpus_, &runCpus_);
+  } else {
+    CPU_ZERO(&own);
+  }
   for (Job& job : batch) execute(job);
+  if (CPU_COUNT(&own) > 0) pthread_setaffinity_np(pthread_self(), sizeof own, &own);
   lock.lock();
   running_ = false;
   lock.unlock();
@@ -156,6 +166,15 @@ void ProgressQueue::runNow(const Step& step) {
   }
   cv_.notify_one();
   done.get_future().get();
+}
+
+void ProgressQueue::adoptBinding() {
+  cpu_set_t mine, process;
+  if (pthread_getaffinity_np(thread_.native_handle(), sizeof mine, &mine) != 0) return;
+  if (sched_getaffinity(0, sizeof process, &process) != 0) return;  // the caller's (not yet pinned)
+  std::lock_guard<std::mutex> lock(mu_);
+  runCpus_ = mine;
+  pinCaller_ = CPU_COUNT(&mine) > 0 && !CPU_EQUAL(&mine, &process);
 }
 
 void ProgressQueue::shutdown() {

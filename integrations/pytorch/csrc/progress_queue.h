@@ -13,6 +13,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <sched.h>
+
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -76,6 +78,11 @@ class ProgressQueue : public std::enable_shared_from_this<ProgressQueue> {
   void runNow(const Step& step);
   /// Runs everything queued, then stops the thread. Idempotent.
   void shutdown();
+  /// Reads the progress thread's CPU binding (strata binds the thread that creates a communicator
+  /// when the ranks were started unbound): a waiting thread that runs operations itself then runs
+  /// them on those CPUs, and gets its own binding back afterwards. Call after the communicator was
+  /// made (on the progress thread).
+  void adoptBinding();
 
  private:
   struct Job {
@@ -102,6 +109,8 @@ class ProgressQueue : public std::enable_shared_from_this<ProgressQueue> {
   bool stop_ = false;
   bool running_ = false;            ///< a job is running (on the progress thread or a waiter)
   std::thread::id runner_;          ///< the thread running it
+  bool pinCaller_ = false;          ///< the progress thread is bound to fewer CPUs than the process
+  cpu_set_t runCpus_;               ///< its CPUs
   std::exception_ptr blockError_;   ///< first error since the last kBlockBegin
   std::thread thread_;
 };
