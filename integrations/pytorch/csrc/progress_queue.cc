@@ -53,8 +53,11 @@ void ProgressQueue::refuse(const c10::intrusive_ptr<StrataWork>& work) {
 
 void ProgressQueue::post(Step run, c10::intrusive_ptr<StrataWork> work) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) return refuse(work);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stop_) {
+      lock.unlock();  // the Work's future callbacks may issue more operations
+      return refuse(work);
+    }
     flushLocked();
     jobs_.push_back(Job{std::move(run), {std::move(work)}});
   }
@@ -62,8 +65,11 @@ void ProgressQueue::post(Step run, c10::intrusive_ptr<StrataWork> work) {
 }
 
 void ProgressQueue::postP2P(Step issue, Step after, c10::intrusive_ptr<StrataWork> work) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stop_) return refuse(work);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stop_) {
+    lock.unlock();
+    return refuse(work);
+  }
   pending_.push_back(P2P{std::move(issue), std::move(after), std::move(work)});
 }
 
@@ -80,8 +86,11 @@ void ProgressQueue::beginBlock() {
 
 void ProgressQueue::endBlock(c10::intrusive_ptr<StrataWork> work) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) return refuse(work);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stop_) {
+      lock.unlock();
+      return refuse(work);
+    }
     flushLocked();
     Job job;
     job.kind = Job::kBlockEnd;
