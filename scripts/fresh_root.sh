@@ -18,7 +18,8 @@
 # does not download again (the packages are still installed by dpkg in each root):
 #   STRATA_ROOT_CACHE (default /var/cache/strata-root): debootstrap's and apt's downloaded .debs
 #   and the compiler cache (ccache), bound into the root at /var/cache/apt/archives and
-#   /var/cache/ccache. STRATA_ROOT_NO_CCACHE=1 binds an empty one (a cold build, for timings).
+#   /var/cache/ccache; the soft-RoCE guests' kernels (scripts/rdma_vm.sh) at /var/cache/strata-vm.
+#   STRATA_ROOT_NO_CCACHE=1 binds an empty one (a cold build, for timings).
 # Also bound, read-only: the machine's CUDA toolkit (STRATA_ROOT_CUDA, default /usr/local/cuda; none:
 # without) and the checkout's sibling shared/ folder when there is one.
 set -euo pipefail
@@ -88,9 +89,10 @@ enter() {
   mount -t tmpfs -o size=50% tmpfs "$dir/dev/shm"  # its own shared memory, as a machine has
   mount -t tmpfs tmpfs "$dir/run"
   mount -t tmpfs -o size=50% tmpfs "$dir/tmp"
-  mkdir -p "$dir/var/cache/apt/archives" "$dir/var/cache/ccache"
+  mkdir -p "$dir/var/cache/apt/archives" "$dir/var/cache/ccache" "$dir/var/cache/strata-vm" "$cache/vm"
   mount --bind "$cache/debs-$suite" "$dir/var/cache/apt/archives"
   mount --bind "$ccache_dir" "$dir/var/cache/ccache"
+  mount --bind "$cache/vm" "$dir/var/cache/strata-vm"
   mount --bind "$src" "$dir/src"
   local path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
   if [ -n "$cuda" ]; then

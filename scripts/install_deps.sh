@@ -6,6 +6,8 @@
 #   scripts/install_deps.sh ci     all + clang for the fuzz and sanitizer stages of .ci/run
 #   scripts/install_deps.sh torch  core + PyTorch, pybind11 and GoogleTest: the PyTorch backend and its
 #                                  tests (the torch 2.x stage of .ci/run, in a Debian 13 root)
+#   scripts/install_deps.sh rdma   core + GoogleTest + what scripts/rdma_vm.sh needs to boot soft-RoCE
+#                                  guests (qemu, busybox-static, kmod, cpio, the rxe verbs provider)
 # Complete by construction: .ci/run runs it in a fresh debootstrap root (scripts/fresh_root.sh),
 # so a package missing here fails CI. Idempotent; uses sudo when not root; --no-install-recommends,
 # so every package the build includes or runs is named here, not pulled in as a recommendation.
@@ -20,13 +22,17 @@ full=(libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox graphviz iproute2 f
       openmpi-bin libopenmpi-dev libgloo-dev python3 python3-dev python3-matplotlib
       python3-torch libtorch-dev pybind11-dev)
 ci=(clang libclang-rt-14-dev)
+# soft-RoCE guests: qemu (software emulation), the initramfs tools, rdma-core's rxe provider and
+# ibv_devinfo; iproute2 has `rdma link add` and `ss`.
+rdma=(libgtest-dev libgmock-dev qemu-system-x86 busybox-static kmod cpio ibverbs-providers ibverbs-utils iproute2)
 torch=(libgtest-dev libgmock-dev iproute2 python3 python3-dev python3-setuptools python3-torch libtorch-dev pybind11-dev)
 case "$group" in
   core) pkgs=("${core[@]}") ;;
   all) pkgs=("${core[@]}" "${full[@]}") ;;
   ci) pkgs=("${core[@]}" "${full[@]}" "${ci[@]}") ;;
   torch) pkgs=("${core[@]}" "${torch[@]}") ;;
-  *) echo "usage: $0 [core|all|ci|torch]" >&2; exit 2 ;;
+  rdma) pkgs=("${core[@]}" "${rdma[@]}") ;;
+  *) echo "usage: $0 [core|all|ci|torch|rdma]" >&2; exit 2 ;;
 esac
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

@@ -328,6 +328,26 @@ const std::vector<Entry>& entries() {
          return OkStatus();
        },
        [](const Config& c) { return fmt::format("{}", c.ibQpsPerConn); }},
+      {"STRATA_IB_TIMEOUT", "exponent", "ibverbs queue-pair ack timeout, 4.096 us x 2^N per try (1..31); with "
+       "STRATA_IB_RETRY_CNT it bounds how soon an unreachable peer becomes a completion error",
+       [](Config& c, const std::string& v) {
+         size_t n = 0;
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_IB_TIMEOUT", v, 1, &n));
+         if (n > 31) return invalidArgument("STRATA_IB_TIMEOUT='{}' is above 31", v);
+         c.ibTimeout = static_cast<int>(n);
+         return OkStatus();
+       },
+       [](const Config& c) { return fmt::format("{}", c.ibTimeout); }},
+      {"STRATA_IB_RETRY_CNT", "count", "ibverbs transport retries after an ack timeout before the work request "
+       "fails (0..7)",
+       [](Config& c, const std::string& v) {
+         size_t n = 0;
+         STRATA_RETURN_IF_ERROR(parseSize("STRATA_IB_RETRY_CNT", v, 0, &n));
+         if (n > 7) return invalidArgument("STRATA_IB_RETRY_CNT='{}' is above 7", v);
+         c.ibRetryCnt = static_cast<int>(n);
+         return OkStatus();
+       },
+       [](const Config& c) { return fmt::format("{}", c.ibRetryCnt); }},
       {"STRATA_IB_SLOTS", "count", "slots of the registered FIFO each ibverbs connection receives into (its "
        "credits; 2..1024)",
        [](Config& c, const std::string& v) {
@@ -353,9 +373,12 @@ const std::vector<Entry>& entries() {
        },
        [](const Config& c) { return fmt::format("{}", c.ibSingleCopyMinBytes); }},
       {"STRATA_IB_REG_CACHE_ENTRIES", "count", "memory registrations of user buffers the ibverbs transport keeps "
-       "per rail (least recently used ones beyond it are released)",
+       "per rail after their transfer (least recently used ones beyond it are released). 0 (default): each "
+       "single-copy transfer registers its buffer and releases it when done. Above 0 only when buffers stay mapped "
+       "while the communicator lives: a buffer freed and mapped again at the same address would be read from its "
+       "old, still registered pages",
        [](Config& c, const std::string& v) {
-         return parseSize("STRATA_IB_REG_CACHE_ENTRIES", v, 1, &c.ibRegCacheEntries);
+         return parseSize("STRATA_IB_REG_CACHE_ENTRIES", v, 0, &c.ibRegCacheEntries);
        },
        [](const Config& c) { return fmt::format("{}", c.ibRegCacheEntries); }},
       // UCX transport

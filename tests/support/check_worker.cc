@@ -11,7 +11,9 @@
 // --cpus: also prints "rank R cpus=LIST" after init: the CPUs the calling thread may run on
 // (strata binds an unbound rank's thread, auto_bind.h).
 // --transports: also prints "rank R transports: P:KIND ..." (KIND: the connection to rank P, tcp,
-// local(shm) or local(threads); self for R) and "rank R node K local L".
+// local(shm) or local(threads); self for R) and "rank R node K local L"; where the ibverbs transport is
+// built, after the sweep also "rank R ib: slot_chunks=A single_copy=B single_copy_reduce=C
+// registrations=D" (what this process's ib connections received by each path).
 // --kill-rank V [--kill-after-ms T]: instead of a sweep, every rank loops ~1M-element all-reduces;
 // rank V kills itself with SIGKILL T ms (default 300) after the communicator is ready, in the
 // middle of one. Each other rank must see a failed collective: it prints "rank R: failed as
@@ -34,6 +36,9 @@
 #include "strata/strata.h"
 #include "support/coll_checks.h"
 #include "support/memalloc_checks.h"
+#ifdef STRATA_HAVE_IBVERBS
+#include "transport/ib/ib_transport.h"
+#endif
 
 namespace {
 
@@ -125,6 +130,15 @@ int main(int argc, char** argv) {
     }
   }
   strataCommDestroy(comm);
+#ifdef STRATA_HAVE_IBVERBS
+  if (transports) {
+    const strata::ib::Counters& k = strata::ib::counters();
+    std::printf("rank %d ib: slot_chunks=%llu single_copy=%llu single_copy_reduce=%llu registrations=%llu\n", rank,
+                static_cast<unsigned long long>(k.slotChunks.load()), static_cast<unsigned long long>(k.singleCopy.load()),
+                static_cast<unsigned long long>(k.singleCopyReduce.load()),
+                static_cast<unsigned long long>(k.registrations.load()));
+  }
+#endif
   for (const auto& f : rep.failures) std::fprintf(stderr, "FAIL %s\n", f.c_str());
   std::printf("rank %d: %d checks passed, %zu failed\n", rank, rep.passed, rep.failures.size());
   return rep.ok() ? 0 : 1;

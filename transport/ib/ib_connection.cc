@@ -19,9 +19,7 @@ namespace strata::ib {
 namespace {
 
 constexpr int kMinRnrTimer = 12;  // 0.64 ms
-constexpr int kQpTimeout = 18;    // 4.096 us * 2^18 ~ 1 s per retry
-constexpr int kRetryCount = 7;
-constexpr int kRnrRetry = 7;      // infinite
+constexpr int kRnrRetry = 7;      // infinite (receive queues are refilled as completions arrive)
 
 char* allocRegion(size_t bytes) {
   void* p = nullptr;
@@ -207,6 +205,7 @@ Status IbConnection::onInfo(const Info& peer) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = static_cast<ibv_mtu>(std::min<int>(pr.mtu, rail.mtu));
+    pathMtu_ = 128 << a.path_mtu;  // IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5
     a.dest_qp_num = peer.qp[q].qpn;
     a.rq_psn = peer.qp[q].psn;
     a.max_dest_rd_atomic = static_cast<uint8_t>(rail.maxRdAtomic);
@@ -227,8 +226,8 @@ Status IbConnection::onInfo(const Info& peer) {
       return systemError("ibverbs: queue pair to RTR (rank {}) failed on {}: {}", peer_, rail.name, strerror(e));
     ibv_qp_attr s{};
     s.qp_state = IBV_QPS_RTS;
-    s.timeout = kQpTimeout;
-    s.retry_cnt = kRetryCount;
+    s.timeout = static_cast<uint8_t>(opt_.timeout);
+    s.retry_cnt = static_cast<uint8_t>(opt_.retryCnt);
     s.rnr_retry = kRnrRetry;
     s.sq_psn = qr.psn;
     s.max_rd_atomic = static_cast<uint8_t>(rail.maxRdAtomic);
@@ -237,8 +236,8 @@ Status IbConnection::onInfo(const Info& peer) {
                                  IBV_QP_MAX_QP_RD_ATOMIC))
       return systemError("ibverbs: queue pair to RTS (rank {}) failed on {}: {}", peer_, rail.name, strerror(e));
   }
-  log::debug("ibverbs: rank {} <-> rank {}: {} rail(s), {} queue pairs, {} slots of {} bytes", me_, peer_, nrails_,
-             qps_.size(), slots_, slotBytes_);
+  log::debug("ibverbs: rank {} <-> rank {}: {} rail(s), {} queue pairs, {} slots of {} bytes, path MTU {}", me_,
+             peer_, nrails_, qps_.size(), slots_, slotBytes_, pathMtu_);
   return OkStatus();
 }
 
@@ -407,6 +406,7 @@ Status IbConnection::consumeSlots(bool* moved) {
       }
       op.filled += len;
       t->posted += len;
+      counters().slotChunks.fetch_add(1, std::memory_order_relaxed);
       if (op.filled == t->bytes) ++recvCursor_;
     } else if (h.type == SlotHeader::Rts) {
       if (op.filled != 0)
@@ -417,6 +417,8 @@ Status IbConnection::consumeSlots(bool* moved) {
       op.raddr = h.addr;
       for (int r = 0; r < kMaxRails; ++r) op.rkey[r] = h.rkey[r];
       op.plan = ReadPlan{t->bytes, opt_.readChunkBytes, static_cast<unsigned>(qps_.size())};
+      (t->kind == Transfer::Recv ? counters().singleCopy : counters().singleCopyReduce)
+          .fetch_add(1, std::memory_order_relaxed);
       if (t->kind == Transfer::Recv) {
         for (int r = 0; r < nrails_; ++r)
           if (Status st = dev_->rails()[r].cache->acquire(t->dst, t->bytes, &op.reg[r]); !st.ok()) return fail(st, true);

@@ -36,6 +36,8 @@ class IbConnection final : public Connection, private Handshake::Hooks {
   /// Queue pairs in use (after the handshake), for tests and logs.
   int queuePairs() const { return static_cast<int>(qps_.size()); }
   int railsUsed() const { return nrails_; }
+  /// Path MTU in bytes (the smaller of both ends' port MTUs), after the handshake.
+  int pathMtu() const { return pathMtu_; }
 
  private:
   struct RailRes {
@@ -101,7 +103,7 @@ class IbConnection final : public Connection, private Handshake::Hooks {
   Status broken_;
   bool setUp_ = false;
 
-  int nrails_ = 0, qpsPerRail_ = 0, rqDepth_ = 0;
+  int nrails_ = 0, qpsPerRail_ = 0, rqDepth_ = 0, pathMtu_ = 0;
   uint32_t slots_ = 0;
   size_t slotBytes_ = 0;
   std::vector<RailRes> rails_;

@@ -47,6 +47,11 @@ std::string gidString(const uint8_t* g) {
 
 }  // namespace
 
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+
 bool hcaMatches(const std::string& specIn, const std::string& dev, int port) {
   if (specIn.empty()) return true;
   std::string spec = specIn;
@@ -145,6 +150,7 @@ Status Devices::open(const Verbs* v, const Options& opt, std::shared_ptr<Devices
       r.cache = std::make_unique<RegCache>(
           opt.regCacheEntries,
           [v, pd, name = r.name](void* addr, size_t len, void** mr, uint32_t* lkey, uint32_t* rkey) {
+            counters().registrations.fetch_add(1, std::memory_order_relaxed);
             ibv_mr* m = v->regMr(pd, addr, len,
                                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
             if (!m) return systemError("ibverbs: ibv_reg_mr of {} bytes at {} failed on {}: {}", len, addr, name,
@@ -184,6 +190,8 @@ Options optionsFromConfig() {
   o.slotBytes = c.ibSlotBytes;
   o.singleCopyMinBytes = c.ibSingleCopyMinBytes;
   o.regCacheEntries = c.ibRegCacheEntries;
+  o.timeout = c.ibTimeout;
+  o.retryCnt = c.ibRetryCnt;
   return o;
 }
 

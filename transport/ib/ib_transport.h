@@ -3,6 +3,8 @@
 // fails with the reason, logged once per process, when there is no library, device or active port.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -30,8 +32,20 @@ struct Options {
   size_t regCacheEntries = 256;           ///< STRATA_IB_REG_CACHE_ENTRIES
   int maxRendezvous = 8;        ///< single-copy sends in flight per connection
   int scratchChunks = 8;        ///< read chunks of the reduction scratch ring
+  int timeout = 18;             ///< STRATA_IB_TIMEOUT (ack timeout exponent)
+  int retryCnt = 7;             ///< STRATA_IB_RETRY_CNT
   int sendDepth = 128;          ///< work requests per send queue
 };
+
+/// What the process's ibverbs connections did, by path (tests and diagnostics check that a run
+/// reached the paths it meant to).
+struct Counters {
+  std::atomic<uint64_t> slotChunks{0};        ///< chunks received through the slot FIFO
+  std::atomic<uint64_t> singleCopy{0};        ///< messages received by RDMA READ into the destination
+  std::atomic<uint64_t> singleCopyReduce{0};  ///< messages read into the reduction scratch ring
+  std::atomic<uint64_t> registrations{0};     ///< ibv_reg_mr calls for user buffers
+};
+Counters& counters();
 
 /// Options from the config registry.
 Options optionsFromConfig();

@@ -1,10 +1,11 @@
 // reg_cache.h: a bounded cache of memory registrations (ibv_reg_mr results) keyed by page-aligned
 // address range. A lookup covered by a cached range reuses it; regions in use by a transfer are
 // pinned by a reference count; beyond `maxEntries`, the least recently used unpinned regions are
-// deregistered. A new registration drops the unpinned cached ranges it overlaps (they may describe
-// memory that was freed and mapped again). Like NCCL's cache, it trusts that memory registered for
-// a transfer is not unmapped while cached; callers that free and reuse addresses get fresh
-// registrations only where ranges overlap a new one.
+// deregistered. A new registration drops the unpinned cached ranges it overlaps. Nothing tells the
+// cache that memory was freed: a range unmapped and mapped again at the same address would hit the
+// old registration, whose pinned pages are the old ones. So the transport keeps no entries by
+// default (STRATA_IB_REG_CACHE_ENTRIES=0: registration per transfer); a larger bound is for callers
+// whose buffers stay mapped.
 #pragma once
 
 #include <cstddef>
