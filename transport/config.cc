@@ -400,7 +400,9 @@ const std::vector<Entry>& entries() {
        },
        [](const Config& c) { return fmt::format("{}", c.ucxWindow); }},
       {"STRATA_UCX_REG_CACHE_BYTES", "bytes", "bound of the UCX transport's cache of user-buffer registrations "
-       "per communicator (0: no registration, UCX registers per operation)",
+       "per communicator (0, the default: no registration, UCX registers per operation). Above 0 only when buffers "
+       "stay mapped while the communicator lives: nothing tells the cache that memory was freed, and on RDMA a "
+       "buffer mapped again at the same address would be read from its old, still registered pages",
        [](Config& c, const std::string& v) {
          return parseSize("STRATA_UCX_REG_CACHE_BYTES", v, 0, &c.ucxRegCacheBytes);
        },

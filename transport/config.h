@@ -66,7 +66,7 @@ struct Config {
   size_t ucxChunkBytes = 1 << 20;   ///< STRATA_UCX_CHUNK_BYTES: chunk size of large UCX transfers
   size_t ucxInlineBytes = 8 << 10;  ///< STRATA_UCX_INLINE_BYTES: transfers up to this travel in one message
   int ucxWindow = 16;               ///< STRATA_UCX_WINDOW: UCX messages in flight per direction and peer (all rails)
-  size_t ucxRegCacheBytes = size_t{4} << 30;  ///< STRATA_UCX_REG_CACHE_BYTES: registration cache bound (0: off)
+  size_t ucxRegCacheBytes = 0;  ///< STRATA_UCX_REG_CACHE_BYTES: registration cache bound (0, default: off)
   std::string ucxTls;               ///< STRATA_UCX_TLS (UCX reads it too): UCX transports (default: network only)
   bool ucxHostHooks = false;        ///< STRATA_UCX_HOST_HOOKS: keep UCX's signal handlers and memory hooks
 };

@@ -66,6 +66,29 @@ TEST(IbRegCache, HitsCoveredRangesAndAlignsToPages) {
   EXPECT_EQ(f.live, 0);  // the destructor deregisters everything
 }
 
+// Bound 0 (the transport's default): a registration lives while a transfer pins it, shared by
+// transfers in flight at once, and is deregistered at the last release. A buffer freed and mapped
+// again at that address therefore gets a fresh registration (a cached one would pin the old pages).
+TEST(IbRegCache, BoundZeroRegistersPerTransfer) {
+  FakeRegistrar f;
+  alignas(4096) static char buf[8 * 4096];
+  RegCache c = f.make(0);
+  RegCache::Region *a = nullptr, *b = nullptr;
+  ASSERT_TRUE(c.acquire(buf, 2 * 4096, &a).ok());
+  ASSERT_TRUE(c.acquire(buf, 4096, &b).ok());  // in flight at the same time: shared
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(f.regs, 1);
+  c.release(a);
+  EXPECT_EQ(f.live, 1) << "still pinned by the second transfer";
+  c.release(b);
+  EXPECT_EQ(f.live, 0);
+  EXPECT_EQ(c.size(), 0u);
+  ASSERT_TRUE(c.acquire(buf, 2 * 4096, &a).ok());  // the same range again: registered anew
+  EXPECT_EQ(f.regs, 2);
+  c.release(a);
+  EXPECT_EQ(f.live, 0);
+}
+
 TEST(IbRegCache, EvictsLeastRecentlyUsedUnpinnedBeyondBound) {
   FakeRegistrar f;
   alignas(4096) static char buf[64 * 4096];

@@ -6,7 +6,7 @@
 namespace strata::ib {
 
 RegCache::RegCache(size_t maxEntries, RegisterFn reg, DeregisterFn dereg)
-    : max_(maxEntries < 1 ? 1 : maxEntries), reg_(std::move(reg)), dereg_(std::move(dereg)) {}
+    : max_(maxEntries), reg_(std::move(reg)), dereg_(std::move(dereg)) {}
 
 RegCache::~RegCache() {
   for (auto& r : regions_) dereg_(r->mr);

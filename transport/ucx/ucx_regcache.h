@@ -7,8 +7,9 @@
 //
 // Caveat: nothing tells the cache that user memory was freed (strata keeps UCX's memory hooks off),
 // so an entry may outlive its buffer. On tcp that is harmless (a handle names addresses only); with
-// RDMA memory domains a freed-and-reused range keeps the old pages pinned: invalidate() drops the
-// overlapping entries, and STRATA_UCX_REG_CACHE_BYTES=0 turns caching off.
+// RDMA memory domains a freed-and-reused range keeps the old pages pinned (seen on soft-RoCE: wrong
+// reductions, docs/RDMA.md). So the cache is off by default (STRATA_UCX_REG_CACHE_BYTES=0);
+// invalidate() drops overlapping entries for callers that know.
 #pragma once
 
 #include <cstddef>
