@@ -339,7 +339,7 @@ const std::vector<Entry>& entries() {
        },
        [](const Config& c) { return fmt::format("{}", c.ibTimeout); }},
       {"STRATA_IB_RETRY_CNT", "count", "ibverbs transport retries after an ack timeout before the work request "
-       "fails (0..7)",
+       "fails (0..7; default 6: the kernel's soft-RoCE retries forever at 7, so an unreachable peer never fails)",
        [](Config& c, const std::string& v) {
          size_t n = 0;
          STRATA_RETURN_IF_ERROR(parseSize("STRATA_IB_RETRY_CNT", v, 0, &n));

@@ -57,7 +57,7 @@ struct Config {
   int ibGidIndex = -1;              ///< STRATA_IB_GID_INDEX: GID table index to use (-1: RoCE v2 IPv4 first)
   int ibQpsPerConn = 2;             ///< STRATA_IB_QPS_PER_CONN: RC queue pairs per connection and rail (1..16)
   int ibTimeout = 18;               ///< STRATA_IB_TIMEOUT: QP ack timeout exponent (4.096 us x 2^N; 18 ~ 1.07 s)
-  int ibRetryCnt = 7;               ///< STRATA_IB_RETRY_CNT: QP transport retries (0..7)
+  int ibRetryCnt = 6;               ///< STRATA_IB_RETRY_CNT: QP transport retries (0..7; 7 is endless on soft-RoCE)
   int ibSlots = 16;                 ///< STRATA_IB_SLOTS: slots of each connection's receive FIFO (2..1024)
   size_t ibSlotBytes = 128 << 10;   ///< STRATA_IB_SLOT_BYTES: bytes per FIFO slot (64-byte header included)
   size_t ibSingleCopyMinBytes = 256 << 10;  ///< STRATA_IB_SINGLE_COPY_MIN_BYTES: messages from this size go single-copy (0: never)

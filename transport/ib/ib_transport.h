@@ -33,7 +33,7 @@ struct Options {
   int maxRendezvous = 8;        ///< single-copy sends in flight per connection
   int scratchChunks = 8;        ///< read chunks of the reduction scratch ring
   int timeout = 18;             ///< STRATA_IB_TIMEOUT (ack timeout exponent)
-  int retryCnt = 7;             ///< STRATA_IB_RETRY_CNT
+  int retryCnt = 6;             ///< STRATA_IB_RETRY_CNT
   int sendDepth = 128;          ///< work requests per send queue
 };
 
