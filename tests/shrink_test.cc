@@ -17,13 +17,13 @@
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "strata/strata.h"
 #include "support/thread_ranks.h"
+#include "support/topo_placement.h"
 
 using namespace strata::testing;
 
@@ -66,14 +66,10 @@ class KilledRankThenShrink : public ::testing::TestWithParam<const char*> {
       closedir(d);
     }
     if (!any) GTEST_SKIP() << "no RDMA device (/sys/class/infiniband is empty): runs on soft-RoCE in CI's rdma stage";
-    std::ifstream in(std::string(TOPO_FILES_DIR) + "/virtual_4x2.json");
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string t = text.str();
-    const size_t at = t.find("\"placement\""), end = t.find('\n', at);
-    ASSERT_NE(at, std::string::npos);
+    const std::string text = withPlacement(std::string(TOPO_FILES_DIR) + "/virtual_4x2.json", "[0, 1, 2, 3, 0]");
+    ASSERT_FALSE(text.empty()) << "virtual_4x2.json has no placement line";
     file_ = "/tmp/shrink_rdma_" + std::to_string(getpid()) + ".json";
-    std::ofstream(file_) << t.substr(0, at) << "\"placement\": [0, 1, 2, 3, 0]" << t.substr(end);
+    std::ofstream(file_) << text;
     env_.push_back(std::make_unique<ScopedEnv>("STRATA_TOPO_FILE", file_));
     env_.push_back(std::make_unique<ScopedEnv>("UCX_TLS", "rc_verbs,ud_verbs"));
     env_.push_back(std::make_unique<ScopedEnv>("UCX_UD_VERBS_ETH_DGID_CHECK", "n"));

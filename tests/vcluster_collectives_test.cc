@@ -48,6 +48,7 @@
 #include "strata/strata.h"
 #include "support/coll_checks.h"
 #include "support/thread_ranks.h"
+#include "support/topo_placement.h"
 #include "topology/topo_file.h"
 
 #if defined(STRATA_RUN_BIN) && defined(WORKER_BIN) && defined(TOPO_FILES_DIR)
@@ -673,14 +674,9 @@ class TempDir {
 
 /// virtual_2x2.json with its placement replaced by `placement` (JSON text).
 std::string withPlacement(const std::string& placement) {
-  std::ifstream in(topoFile("virtual_2x2"));
-  std::stringstream s;
-  s << in.rdbuf();
-  std::string text = s.str();
-  const size_t at = text.find("\"placement\"");
-  const size_t end = text.find('\n', at);
-  EXPECT_NE(at, std::string::npos);
-  return text.substr(0, at) + "\"placement\": " + placement + text.substr(end);
+  const std::string text = strata::testing::withPlacement(topoFile("virtual_2x2"), placement);
+  EXPECT_FALSE(text.empty()) << "virtual_2x2.json has no placement line";
+  return text;
 }
 
 /// Starts `n` workers by hand (no launcher that could stop the others when the first one fails),

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "support/launcher_run.h"
+#include "support/topo_placement.h"
 
 #if defined(STRATA_RUN_BIN) && defined(WORKER_BIN) && defined(FAULT_WORKER_BIN) && defined(TOPO_FILES_DIR)
 #define HAVE_PROGS 1
@@ -67,15 +68,10 @@ class RdmaJob : public ::testing::Test {
   }
   /// A topology file: `base` (topology/files/<base>.json) with its placement replaced.
   std::string topology(const std::string& base, const std::string& placement) {
-    std::ifstream in(std::string(TOPO_FILES_DIR) + "/" + base + ".json");
-    std::stringstream s;
-    s << in.rdbuf();
-    std::string text = s.str();
-    const size_t at = text.find("\"placement\"");
-    const size_t end = text.find('\n', at);
-    EXPECT_NE(at, std::string::npos);
+    const std::string text = strata::testing::withPlacement(std::string(TOPO_FILES_DIR) + "/" + base + ".json", placement);
+    EXPECT_FALSE(text.empty()) << base << ".json has no placement line";
     file_ = "/tmp/rdma_cluster_" + std::to_string(getpid()) + ".json";
-    std::ofstream(file_) << text.substr(0, at) << "\"placement\": " << placement << text.substr(end);
+    std::ofstream(file_) << text;
     return file_;
   }
   /// What every job over UCX on this device needs: its verbs transports, and (soft-RoCE) UCX's
